@@ -1,0 +1,8 @@
+"""course_lib: the helper library under the notebooks of *Computational challenges of training LLMs*.
+
+Notebooks import from here; every function is defined once, in the module named after its idea.
+"""
+
+from course_lib._about import COLAB_REF, REPOSITORY, __version__
+
+__all__ = ["COLAB_REF", "REPOSITORY", "__version__"]

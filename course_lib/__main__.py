@@ -1,0 +1,158 @@
+"""Command line of the course: ``python -m course_lib check | memory ... | stamp-notebooks``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from course_lib import memory
+from course_lib.tables import Table
+
+
+def _count(text: str) -> float:
+    try:
+        return memory.parse_count(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _positive_int(what: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what} must be a whole number >= 1, got {text!r}") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{what} must be a whole number >= 1, got {value}")
+        return value
+
+    return parse
+
+
+def _zero_stage(text: str) -> int:
+    valid = ", ".join(map(str, memory.ZERO_STAGES))
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"ZeRO stage must be one of {valid}, got {text!r}") from None
+    if value not in memory.ZERO_STAGES:
+        raise argparse.ArgumentTypeError(f"ZeRO stage must be one of {valid}, got {value}")
+    return value
+
+
+def _name(options, what: str):
+    def parse(text: str) -> str:
+        key = text.strip().lower()
+        if key not in options:
+            raise argparse.ArgumentTypeError(f"unknown {what} {text!r}; valid values: {', '.join(options)}")
+        return key
+
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with its two commands, ``check`` and ``memory``."""
+    parser = argparse.ArgumentParser(prog="python -m course_lib", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{check,memory,stamp-notebooks}")
+
+    check = sub.add_parser("check", help="print Python, torch, transformers, CPU/GPU, network and Colab status")
+    check.add_argument("--offline", action="store_true", help="skip the network probe")
+
+    sub.add_parser(
+        "stamp-notebooks", help="rewrite every notebook's Colab/Binder badges and setup cell from course_lib/_about.py"
+    )
+
+    mem = sub.add_parser(
+        "memory",
+        help="estimate training memory per GPU as a breakdown",
+        description="Estimate training memory per GPU (weights, gradients, master weights, optimizer "
+        "states, activations, temporaries) and say which GPUs it fits on.",
+    )
+    group = mem.add_mutually_exclusive_group()
+    group.add_argument("--params", type=_count, help="parameter count, e.g. 7e9, 7B, 125M (default 1B)")
+    group.add_argument(
+        "--preset", type=_name(memory.MODEL_PRESETS, "preset"), help=f"a named shape: {', '.join(memory.MODEL_PRESETS)}"
+    )
+    mem.add_argument(
+        "--precision",
+        type=_name(memory.PRECISIONS, "precision"),
+        default="fp32",
+        help=f"one of {', '.join(memory.PRECISIONS)} (default fp32)",
+    )
+    mem.add_argument(
+        "--optimizer",
+        type=_name(memory.OPTIMIZERS, "optimizer"),
+        default="adam",
+        help=f"one of {', '.join(memory.OPTIMIZERS)} (default adam)",
+    )
+    mem.add_argument("--batch", type=_positive_int("batch size"), default=1, help="sequences per GPU (default 1)")
+    mem.add_argument(
+        "--seq-len", type=_positive_int("sequence length"), default=2048, help="tokens per sequence (default 2048)"
+    )
+    mem.add_argument("--gpus", type=_positive_int("number of GPUs"), default=1, help="data-parallel GPUs (default 1)")
+    mem.add_argument("--zero", type=_zero_stage, default=0, help="ZeRO stage 0-3; 3 = FSDP full sharding (default 0)")
+    mem.add_argument("--checkpointing", action="store_true", help="activation checkpointing (full recomputation)")
+    return parser
+
+
+def run_memory(args: argparse.Namespace) -> str:
+    """The memory command's report as text."""
+    if args.preset:
+        shape = memory.MODEL_PRESETS[args.preset]
+        n_params = shape.n_params
+    else:
+        n_params = args.params or 1e9
+        shape = memory.shape_for_params(n_params)
+    b = memory.training_memory(
+        n_params,
+        precision=args.precision,
+        optimizer=args.optimizer,
+        batch=args.batch,
+        seq_len=args.seq_len,
+        gpus=args.gpus,
+        zero_stage=args.zero,
+        shape=shape,
+        activation_checkpointing=args.checkpointing,
+    )
+    head = (
+        f"{n_params / 1e9:,.3g}B parameters ({shape.n_layers} layers, hidden {shape.hidden}, {shape.n_heads} heads), "
+        f"{b.precision}, {b.optimizer}, batch {args.batch} x {args.seq_len} tokens, "
+        f"{b.gpus} GPU(s), ZeRO stage {b.zero_stage}"
+    )
+    parts = [
+        head,
+        "",
+        str(Table(["component", "GB per GPU", "bytes/param", "share"], memory.breakdown_rows(b))),
+        "",
+        str(Table(["GPU", "verdict", "memory used"], memory.verdict_rows(b))),
+        "",
+        f"Rule of thumb (24 bytes/param, one GPU): {memory.gb(memory.rule_of_thumb(n_params)):,.2f} GB",
+    ]
+    parts += [f"Note: {note}" for note in b.notes]
+    return "\n".join(parts)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse the arguments and run the chosen command; bad input exits with status 2 and a message."""
+    args = build_parser().parse_args(argv)
+    if args.command == "check":
+        from course_lib.env import check_env
+
+        report = check_env(online_probe=not args.offline)
+        print(report)
+        return 0 if report.ok else 1
+    if args.command == "stamp-notebooks":
+        from course_lib.notebooks import main as stamp_main
+
+        return stamp_main([])
+    try:
+        print(run_memory(args))
+    except ValueError as err:
+        print(f"python -m course_lib memory: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,183 @@
+"""The environment a notebook runs in: versions, CPU and GPU, network, Colab; device choice and seeding."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import random
+import socket
+import sys
+from dataclasses import dataclass, field
+
+from course_lib._about import __version__
+
+MIN_PYTHON = (3, 10)
+MIN_TORCH = (2, 1)
+MIN_TRANSFORMERS = (4, 40)
+
+#: Host and port probed to decide whether a model hub is reachable.
+HUB_HOST = ("huggingface.co", 443)
+
+
+@dataclass
+class EnvReport:
+    """What the environment check found, and each problem with its fix."""
+
+    python: str
+    torch: str | None
+    transformers: str | None
+    course_lib: str
+    cpu_threads: int
+    cpu_cores: int | None
+    gpu: str | None
+    gpu_memory_gib: float | None
+    online: bool
+    colab: bool
+    problems: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when no problem was found."""
+        return not self.problems
+
+    def lines(self) -> list[str]:
+        """The report as aligned ``name: value`` lines, problems and fixes last."""
+        gpu = f"{self.gpu} ({self.gpu_memory_gib:.1f} GiB)" if self.gpu else "none (CPU only)"
+        rows = [
+            ("Python", self.python),
+            ("torch", self.torch or "not installed"),
+            ("transformers", self.transformers or "not installed"),
+            ("course_lib", self.course_lib),
+            ("CPU threads", f"{self.cpu_threads} used by torch, {self.cpu_cores} logical cores"),
+            ("GPU", gpu),
+            ("network", "online (model hub reachable)" if self.online else "offline (course works without a hub)"),
+            ("Colab", "yes" if self.colab else "no"),
+        ]
+        out = [f"{name:<13} {value}" for name, value in rows]
+        if self.problems:
+            out.append("Problems found:")
+            out += [f"  - {problem}\n    fix: {fix}" for problem, fix in self.problems]
+        else:
+            out.append("All checks passed.")
+        return out
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines())
+
+
+def _version(package: str) -> str | None:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _parse(version: str) -> tuple[int, ...]:
+    parts = []
+    for piece in version.split("+")[0].split(".")[:2]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+def in_colab() -> bool:
+    """Whether this process runs inside Google Colab."""
+    return "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ
+
+
+def is_online(host: tuple[str, int] = HUB_HOST, timeout: float = 1.5) -> bool:
+    """Whether a model hub can be reached: False when HF_HUB_OFFLINE is set or a connection fails."""
+    if os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0", "false", "False"):
+        return False
+    try:
+        with socket.create_connection(host, timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def get_device(prefer: str | None = None):
+    """The torch device the course runs on: CUDA when present, else CPU (``prefer`` overrides)."""
+    import torch
+
+    if prefer is not None:
+        if prefer.startswith("cuda") and not torch.cuda.is_available():
+            raise ValueError(f"device {prefer!r} asked for, but no CUDA GPU is visible; use 'cpu' or leave it unset")
+        return torch.device(prefer)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def seed_everything(seed: int = 0) -> None:
+    """Seed Python, NumPy (if present) and torch so that a notebook's numbers repeat run after run."""
+    import torch
+
+    random.seed(seed)
+    try:
+        import numpy as np
+
+        np.random.seed(seed)
+    except ImportError:  # pragma: no cover - numpy ships with torch
+        pass
+    torch.manual_seed(seed)
+
+
+def check_env(online_probe: bool = True) -> EnvReport:
+    """Collect versions, hardware, network and Colab status, with a fix for each problem found."""
+    problems: list[tuple[str, str]] = []
+    py = sys.version_info
+    if py[:2] < MIN_PYTHON:
+        problems.append(
+            (
+                f"Python {py.major}.{py.minor} is older than {MIN_PYTHON[0]}.{MIN_PYTHON[1]}",
+                f"install Python {MIN_PYTHON[0]}.{MIN_PYTHON[1]} or newer and recreate the environment",
+            )
+        )
+    torch_version = _version("torch")
+    gpu = gpu_mem = None
+    threads = os.cpu_count() or 1
+    if torch_version is None:
+        problems.append(("torch is not installed", "pip install torch==2.13.0 (or run the README's build command)"))
+    else:
+        if _parse(torch_version) < MIN_TORCH:
+            problems.append(
+                (f"torch {torch_version} is too old", f"pip install 'torch>={MIN_TORCH[0]}.{MIN_TORCH[1]}'")
+            )
+        import torch
+
+        threads = torch.get_num_threads()
+        if torch.cuda.is_available():
+            props = torch.cuda.get_device_properties(0)
+            gpu, gpu_mem = props.name, props.total_memory / 2**30
+    tf_version = _version("transformers")
+    if tf_version is None:
+        problems.append(("transformers is not installed", "pip install 'transformers>=4.40'"))
+    elif _parse(tf_version) < MIN_TRANSFORMERS:
+        problems.append(
+            (f"transformers {tf_version} is too old", f"pip install -U 'transformers>={MIN_TRANSFORMERS[0]}.{MIN_TRANSFORMERS[1]}'")
+        )
+    return EnvReport(
+        python=platform.python_version(),
+        torch=torch_version,
+        transformers=tf_version,
+        course_lib=__version__,
+        cpu_threads=threads,
+        cpu_cores=os.cpu_count(),
+        gpu=gpu,
+        gpu_memory_gib=gpu_mem,
+        online=is_online() if online_probe else False,
+        colab=in_colab(),
+        problems=problems,
+    )
+
+
+def setup_notebook(seed: int = 0) -> EnvReport:
+    """Prepare a notebook: Colab's widget manager when on Colab, seeds, then print the environment check."""
+    if in_colab():  # pragma: no cover - only on Colab
+        from google.colab import output  # type: ignore[import-not-found]
+
+        output.enable_custom_widget_manager()
+    seed_everything(seed)
+    report = check_env()
+    print(report)
+    return report

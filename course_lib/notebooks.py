@@ -1,0 +1,170 @@
+"""The course's notebooks as files: their Colab/Binder badges, their setup cell, and executing them.
+
+Every notebook opens with a badge cell and a setup cell stamped from :mod:`course_lib._about`, so
+the repository address and the pinned ref are written in one place; ``python -m course_lib
+stamp-notebooks`` rewrites them and the tests check that every notebook matches.
+"""
+
+from __future__ import annotations
+
+import resource
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+
+from course_lib._about import COLAB_REF, REPOSITORY
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOK_DIR = ROOT / "notebooks"
+INTRO = ROOT / "book" / "intro.md"
+BADGE_TAG = "course-badges"
+
+#: The chapters of the course plan, in order: (number, title, notebook file name).
+CHAPTERS: tuple[tuple[int, str, str], ...] = (
+    (1, "Pretraining objectives", "01_pretraining_objectives.ipynb"),
+    (2, "The memory wall", "02_memory_wall.ipynb"),
+    (3, "Number formats", "03_number_formats.ipynb"),
+    (4, "Quantizing π", "04_quantizing_pi.ipynb"),
+    (5, "Quantization", "05_quantization.ipynb"),
+    (6, "Pruning lab", "06_pruning.ipynb"),
+    (7, "GPTQ lab", "07_gptq.ipynb"),
+    (8, "Data parallelism with DDP", "08_ddp.ipynb"),
+    (9, "Sharding with ZeRO and FSDP", "09_fsdp.ipynb"),
+    (10, "Hardware for LLM training", "10_hardware.ipynb"),
+)
+_LIST_START, _LIST_END = "<!-- chapter-list:start -->", "<!-- chapter-list:end -->"
+SETUP_TAG = "course-setup"
+
+
+def _repo_path() -> str:
+    return REPOSITORY.removeprefix("https://github.com/").rstrip("/")
+
+
+def colab_url(notebook: str) -> str:
+    """Address that opens ``notebooks/<notebook>`` of the pinned ref in Google Colab."""
+    return f"https://colab.research.google.com/github/{_repo_path()}/blob/{COLAB_REF}/notebooks/{notebook}"
+
+
+def binder_url(notebook: str) -> str:
+    """Address that opens ``notebooks/<notebook>`` of the pinned ref in JupyterLab on Binder."""
+    return f"https://mybinder.org/v2/gh/{_repo_path()}/{COLAB_REF}?labpath=notebooks/{notebook}"
+
+
+def badges_markdown(notebook: str) -> str:
+    """The Colab and Binder badges for a notebook, as Markdown."""
+    return (
+        f"[![Open in Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab_url(notebook)}) "
+        f"[![Launch Binder](https://mybinder.org/badge_logo.svg)]({binder_url(notebook)})"
+    )
+
+
+def setup_source() -> str:
+    """The setup cell: install the pinned course on Colab only, then seed and print the environment check."""
+    return (
+        "# Setup: on Colab this installs the course (pinned); everywhere it seeds and checks the environment.\n"
+        "import sys\n"
+        "\n"
+        'if "google.colab" in sys.modules:\n'
+        f'    !pip install -q "course-lib @ git+{REPOSITORY}@{COLAB_REF}"\n'
+        "\n"
+        "from course_lib.env import setup_notebook\n"
+        "\n"
+        "setup_notebook(seed=0);"
+    )
+
+
+def _tagged(nb, tag: str):
+    return [c for c in nb.cells if tag in c.get("metadata", {}).get("tags", [])]
+
+
+def stamp(path: Path) -> bool:
+    """Rewrite a notebook's badge and setup cells (inserting them after the title if missing); True if changed."""
+    nb = nbformat.read(path, as_version=4)
+    before = nbformat.writes(nb)
+    badge_cells, setup_cells = _tagged(nb, BADGE_TAG), _tagged(nb, SETUP_TAG)
+    if not badge_cells:
+        cell = nbformat.v4.new_markdown_cell(metadata={"tags": [BADGE_TAG]})
+        nb.cells.insert(1, cell)
+        badge_cells = [cell]
+    if not setup_cells:
+        cell = nbformat.v4.new_code_cell(metadata={"tags": [SETUP_TAG]})
+        nb.cells.insert(nb.cells.index(badge_cells[0]) + 1, cell)
+        setup_cells = [cell]
+    badge_cells[0].source = badges_markdown(path.name)
+    setup_cells[0].source = setup_source()
+    after = nbformat.writes(nb)
+    if after != before:
+        nbformat.write(nb, path)
+    return after != before
+
+
+def chapter_list_markdown() -> str:
+    """The landing page's chapter list: a link and badges for each written chapter, 'planned' for the rest."""
+    lines = []
+    for number, title, name in CHAPTERS:
+        if (NOTEBOOK_DIR / name).exists():
+            lines.append(f"{number}. [{title}](notebooks/{name}) {badges_markdown(name)}")
+        else:
+            lines.append(f"{number}. {title} (*planned*)")
+    return "\n".join(lines)
+
+
+def stamp_intro(path: Path = INTRO) -> bool:
+    """Rewrite the chapter list between the markers of the book's landing page; True if changed."""
+    text = path.read_text(encoding="utf-8")
+    start, end = text.index(_LIST_START) + len(_LIST_START), text.index(_LIST_END)
+    new = text[:start] + "\n" + chapter_list_markdown() + "\n" + text[end:]
+    if new != text:
+        path.write_text(new, encoding="utf-8")
+    return new != text
+
+
+def notebook_paths() -> list[Path]:
+    """Every chapter notebook, in course order."""
+    return sorted(NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb"))
+
+
+@dataclass
+class ExecutionResult:
+    """How long executing a notebook took and the kernel's peak resident memory."""
+
+    path: Path
+    seconds: float
+    peak_rss_mib: float
+
+
+def execute(path: Path, timeout: int = 600, write: bool = False) -> ExecutionResult:
+    """Execute a notebook top to bottom in a fresh kernel; optionally write the outputs back.
+
+    Run this in a process of its own when measuring memory: the peak comes from the kernel,
+    a child process, through ``getrusage(RUSAGE_CHILDREN)``.
+    """
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(
+        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    )
+    start = time.perf_counter()
+    client.execute()
+    seconds = time.perf_counter() - start
+    if write:
+        nbformat.write(nb, path)
+    rss_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return ExecutionResult(path, seconds, rss_kib / 1024)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Stamp the landing page and every notebook; with ``--execute`` also run them and write their outputs back."""
+    argv = sys.argv[1:] if argv is None else argv
+    print(f"book/intro.md: {'stamped' if stamp_intro() else 'up to date'}")
+    for path in notebook_paths():
+        changed = stamp(path)
+        print(f"{path.name}: {'stamped' if changed else 'up to date'}")
+        if "--execute" in argv:
+            result = execute(path, write=True)
+            print(f"{path.name}: executed in {result.seconds:.1f} s")
+    return 0

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Build the course from a fresh clone: set up .venv, execute every notebook, build the book offline
+# into book/_build/html (warnings are errors). Needs Python 3.10+, npm, and the package registries.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/setup.sh
+export MPLBACKEND=Agg PYTHONHASHSEED=0
+
+echo "==> fetching the book's view-time JavaScript from the npm registry"
+if ! command -v npm >/dev/null; then
+  echo "error: npm is needed to fetch the widget manager and MathJax for the offline book; install Node.js (e.g. apt-get install npm) and retry." >&2
+  exit 1
+fi
+(cd book && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error)
+# book/_vendor/vendor/ becomes _static/vendor/ in the built book (html_static_path in book/_config.yml).
+vendor=book/_vendor/vendor
+rm -rf book/_vendor && mkdir -p "$vendor/html-manager" "$vendor/mathjax"
+cp book/node_modules/requirejs/require.js "$vendor/require.js"
+find book/node_modules/@jupyter-widgets/html-manager/dist -maxdepth 1 -type f ! -name '*.map' \
+  -exec cp {} "$vendor/html-manager/" \;
+cp -r book/node_modules/mathjax/es5/. "$vendor/mathjax/"
+
+echo "==> checking that every notebook's badges and setup cell match course_lib/_about.py"
+.venv/bin/python -m course_lib stamp-notebooks
+
+echo "==> executing every notebook and building the book"
+.venv/bin/jupyter-book build book --warningiserror --keep-going --all
+echo "==> book built: book/_build/html/index.html"
