@@ -42,11 +42,13 @@ def _zero_stage(text: str) -> int:
 
 
 def _name(options, what: str):
+    canonical = {name.lower(): name for name in options}
+
     def parse(text: str) -> str:
         key = text.strip().lower()
-        if key not in options:
+        if key not in canonical:
             raise argparse.ArgumentTypeError(f"unknown {what} {text!r}; valid values: {', '.join(options)}")
-        return key
+        return canonical[key]
 
     return parse
 
@@ -59,9 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="print Python, torch, transformers, CPU/GPU, network and Colab status")
     check.add_argument("--offline", action="store_true", help="skip the network probe")
 
-    sub.add_parser(
+    stamp = sub.add_parser(
         "stamp-notebooks", help="rewrite every notebook's Colab/Binder badges and setup cell from course_lib/_about.py"
     )
+    stamp.add_argument("--execute", action="store_true", help="also execute each notebook and save its outputs")
 
     mem = sub.add_parser(
         "memory",
@@ -145,7 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "stamp-notebooks":
         from course_lib.notebooks import main as stamp_main
 
-        return stamp_main([])
+        return stamp_main(["--execute"] if args.execute else [])
     try:
         print(run_memory(args))
     except ValueError as err:

@@ -23,7 +23,7 @@ def _breakdown_html(b: memory.Breakdown, title: str) -> str:
     )
     verdicts = "".join(
         f"<li class='course-verdict {'fits' if ok else 'no-fit'}'>"
-        f"{'&#9989;' if ok else '&#10060;'} <b>{'fits' if ok else 'does not fit'}</b> on "
+        f"<b style='color:{'#1b7f3b' if ok else '#b00020'}'>{'fits' if ok else 'does not fit'}</b> on "
         f"{html.escape(gpu.name)}: {share:.0%} of its memory</li>"
         for gpu, ok, share in b.verdicts()
     )
@@ -61,7 +61,9 @@ class MemoryCalculator(widgets.VBox):
         self.gpus.add_class("course-gpus")
         self.zero = widgets.IntText(value=0, description="ZeRO stage (0-3)", style=style, layout=layout)
         self.zero.add_class("course-zero")
-        self.checkpointing = widgets.Checkbox(value=False, description="Activation checkpointing", style=style)
+        self.checkpointing = widgets.Checkbox(
+            value=False, description="Activation checkpointing", indent=False, layout=widgets.Layout(width="360px")
+        )
         self.result = widgets.HTML()
         self.result.add_class("course-memory-result")
         controls = [

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/setup.sh
-export MPLBACKEND=Agg PYTHONHASHSEED=0
+export PYTHONHASHSEED=0
 
 echo "==> fetching the book's view-time JavaScript from the npm registry"
 if ! command -v npm >/dev/null; then

@@ -10,5 +10,5 @@ if [ ! -f book/_build/html/index.html ]; then
   echo "==> the book is not built yet: building it first"
   bash scripts/build.sh
 fi
-export MPLBACKEND=Agg PYTHONHASHSEED=0
+export PYTHONHASHSEED=0
 exec .venv/bin/python -m pytest "$@"

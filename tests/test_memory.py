@@ -1,0 +1,173 @@
+"""Unit and property tests for course_lib.memory: the estimator against the papers and a real model."""
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from course_lib import memory
+
+
+def test_bytes_per_dtype_match_torch_element_size():
+    for name, dtype in memory.TORCH_DTYPES.items():
+        assert memory.bytes_per_param(name) == torch.empty(0, dtype=dtype).element_size()
+    assert memory.bytes_per_param("int4") == 0.5
+
+
+def test_weight_memory_of_1b_fp32_is_4_gb():
+    assert memory.gb(memory.weight_memory(1e9, "fp32")) == 4.0
+    assert memory.gb(memory.weight_memory(1e9, "BF16")) == 2.0
+
+
+def test_model_states_are_16_bytes_per_param_for_adam_fp32_and_mixed():
+    # ZeRO paper: 2+2+12 for mixed precision; 4+4+8 in pure fp32.
+    for precision in ("fp32", "bf16-mixed", "fp16-mixed"):
+        b = memory.training_memory(1e9, precision, "adam")
+        assert b.model_states == pytest.approx(16e9)
+    assert memory.training_memory(1e9, "bf16-mixed", "adam").master_weights == pytest.approx(4e9)
+    assert memory.training_memory(1e9, "fp32", "sgd").model_states == pytest.approx(8e9)
+    assert memory.training_memory(1e9, "fp32", "adam-8bit").optimizer_states == pytest.approx(2e9)
+
+
+@pytest.mark.parametrize("stage", memory.ZERO_STAGES)
+@pytest.mark.parametrize("gpus", [1, 2, 8, 64])
+def test_zero_stages_match_the_paper(stage, gpus):
+    b = memory.training_memory(7.5e9, "bf16-mixed", "adam", gpus=gpus, zero_stage=stage)
+    assert b.model_states == pytest.approx(memory.zero_model_state_bytes(7.5e9, gpus, stage))
+
+
+def test_zero_paper_example_7_5b_on_64_gpus():
+    # The ZeRO paper's Figure 1 example: 7.5B parameters, 64 GPUs: 120 GB, 31.4 GB, 16.6 GB, 1.9 GB.
+    expected = [120, 31.4, 16.6, 1.9]
+    for stage, gbs in zip(memory.ZERO_STAGES, expected):
+        assert memory.gb(memory.zero_model_state_bytes(7.5e9, 64, stage)) == pytest.approx(gbs, abs=0.06)
+
+
+def test_activation_formula_reduces_to_korthikanti_for_16_bit():
+    s, b, h, a = 2048, 4, 4096, 32
+    assert memory.activation_bytes_per_layer(s, b, h, a, 2, 1) == pytest.approx(s * b * h * (34 + 5 * a * s / h))
+    # Without dropout: 16 tensors of sbh and the attention probabilities once.
+    assert memory.activation_bytes_per_layer(s, b, h, a, 2, dropout=False) == 16 * 2 * s * b * h + 2 * a * s * s * b
+
+
+def test_activations_grow_with_batch_and_sequence_not_params():
+    shape = memory.shape_for_params(1e9)
+    base = memory.activation_bytes(shape, 1024, 2)
+    assert memory.activation_bytes(shape, 1024, 4) == pytest.approx(2 * base)
+    assert memory.activation_bytes(shape, 2048, 2) > 2 * base  # the s^2 attention term
+    a = memory.training_memory(1e9, batch=2, seq_len=1024, shape=shape).activations
+    b = memory.training_memory(2e9, batch=2, seq_len=1024, shape=shape).activations
+    assert a == b
+
+
+def test_parameter_formula_is_exact_for_gpt2():
+    model = memory.tiny_gpt2(n_layers=2, hidden=64, n_heads=2, vocab=500, positions=32)
+    assert memory.shape_of(model).n_params == sum(p.numel() for p in model.parameters())
+
+
+def test_gpt2_small_preset_has_124m_parameters():
+    assert memory.MODEL_PRESETS["gpt2-124M"].n_params == 124_439_808
+
+
+def test_shape_for_params_is_close_to_the_count():
+    for n in (1e8, 1e9, 7e9, 50e9, 175e9):
+        shape = memory.shape_for_params(n)
+        assert abs(shape.n_params / n - 1) < 0.1
+        assert shape.hidden % shape.n_heads == 0
+
+
+@pytest.mark.parametrize("dropout", [0.1, 0.0])
+def test_measurement_matches_estimate_on_a_real_model(dropout):
+    torch.manual_seed(0)
+    model = memory.tiny_gpt2(n_layers=2, hidden=64, n_heads=2, vocab=512, positions=64, dropout=dropout)
+    shape = memory.shape_of(model)
+    batch, seq = 4, 32
+    m = memory.measure_training_step(model, batch, seq)
+    n = m.n_params
+    assert m.weights == 4 * n
+    assert m.gradients == 4 * n
+    n_tensors = len(list(model.parameters()))
+    assert m.optimizer_states == 8 * n + 4 * n_tensors  # exp_avg, exp_avg_sq, and a 4-byte step per tensor
+    est = memory.activation_bytes(shape, seq, batch, 4, memory.dropout_mask_bytes("cpu", 4), dropout=dropout > 0)
+    # What the formula leaves out: ids, labels, positions (int64) and per-token layer-norm statistics (fp32).
+    small = 8 * batch * seq * 2 + 8 * seq + 4 * batch * seq * 2 * (2 * shape.n_layers + 1) + 4
+    assert m.activations - est == small
+
+
+def test_saved_tensor_meter_counts_a_storage_once():
+    x = torch.randn(100, requires_grad=True)
+    with memory.SavedTensorMeter() as meter:
+        y = x.exp()  # saves its output
+        (y * y).sum()  # saves y twice: one storage
+    assert meter.total == y.untyped_storage().nbytes()
+
+
+def test_rule_of_thumb_and_verdicts():
+    assert memory.gb(memory.rule_of_thumb(1e9)) == 24
+    b = memory.training_memory(1e9, "bf16-mixed", "adam", batch=1, seq_len=512)
+    verdicts = {g.name: ok for g, ok, _ in b.verdicts()}
+    assert verdicts[memory.GPUS[-1].name] and not verdicts[memory.GPUS[0].name]
+
+
+def test_min_gpus_to_fit():
+    gpu = memory.GPUS[-1]
+    fn = lambda g: memory.training_memory(7e9, "bf16-mixed", batch=1, seq_len=2048, gpus=g, zero_stage=3)  # noqa: E731
+    n = memory.min_gpus_to_fit(fn, gpu)
+    assert n is not None and fn(n).total <= gpu.capacity and fn(n // 2).total > gpu.capacity
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"n_params": 0}, "number of parameters must be a positive number"),
+        ({"n_params": -5}, "number of parameters must be a positive number"),
+        ({"n_params": float("nan")}, "number of parameters must be a positive number"),
+        ({"n_params": 1e9, "precision": "fp64"}, "valid values: fp32, bf16-mixed, fp16-mixed, bf16"),
+        ({"n_params": 1e9, "optimizer": "adamw2"}, "valid values: adam, adam-8bit, sgd-momentum, sgd"),
+        ({"n_params": 1e9, "batch": 0}, "batch size must be a positive number"),
+        ({"n_params": 1e9, "seq_len": -1}, "sequence length must be a positive number"),
+        ({"n_params": 1e9, "gpus": 0}, "number of GPUs must be a whole number >= 1"),
+        ({"n_params": 1e9, "zero_stage": 4}, "ZeRO stage must be one of 0, 1, 2, 3"),
+    ],
+)
+def test_bad_input_names_the_valid_values(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        memory.training_memory(**kwargs)
+
+
+def test_unknown_dtype_lists_valid_dtypes():
+    with pytest.raises(ValueError, match="valid values: fp32, fp16, bf16, fp8, int8, int4"):
+        memory.bytes_per_param("float128")
+
+
+@pytest.mark.parametrize(
+    "text, value", [("7e9", 7e9), ("7B", 7e9), ("125M", 125e6), ("1.3b", 1.3e9), ("350_000_000", 3.5e8), (5, 5.0)]
+)
+def test_parse_count(text, value):
+    assert memory.parse_count(text) == pytest.approx(value)
+
+
+@pytest.mark.parametrize("text", ["seven", "7X", "", "-1B", "0"])
+def test_parse_count_rejects_typos(text):
+    with pytest.raises(ValueError, match="parameter"):
+        memory.parse_count(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    n=st.floats(1e6, 1e12),
+    gpus=st.integers(1, 1024),
+    precision=st.sampled_from(list(memory.PRECISIONS)),
+    optimizer=st.sampled_from(list(memory.OPTIMIZERS)),
+)
+def test_more_sharding_never_costs_more_model_states(n, gpus, precision, optimizer):
+    states = [
+        memory.training_memory(n, precision, optimizer, gpus=gpus, zero_stage=s).model_states
+        for s in memory.ZERO_STAGES
+    ]
+    assert all(a >= b - 1e-6 * a for a, b in zip(states, states[1:]))
+    one_gpu = memory.training_memory(n, precision, optimizer, gpus=1, zero_stage=3).model_states
+    assert math.isclose(one_gpu, states[0])
+    assert states[3] == pytest.approx(states[0] / gpus)

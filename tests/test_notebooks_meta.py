@@ -1,0 +1,52 @@
+"""Every notebook carries its badges and setup cell stamped from course_lib/_about.py, and clean outputs."""
+
+import nbformat
+import pytest
+
+from course_lib import notebooks
+
+PATHS = notebooks.notebook_paths()
+
+
+def test_there_are_notebooks():
+    assert PATHS, "no notebooks found under notebooks/"
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
+def test_badges_and_setup_cell_are_stamped(path):
+    nb = nbformat.read(path, as_version=4)
+    assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# ")
+    badge = nb.cells[1]
+    assert badge.source == notebooks.badges_markdown(path.name), "run: python -m course_lib stamp-notebooks"
+    setup = nb.cells[2]
+    assert setup.source == notebooks.setup_source(), "run: python -m course_lib stamp-notebooks"
+    assert f"@{notebooks.COLAB_REF}" in setup.source
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
+def test_outputs_are_committed_and_clean(path):
+    nb = nbformat.read(path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(c.outputs for c in code if "NBVAL_CHECK_OUTPUT" in c.source), "execute the notebook and commit outputs"
+    assert not any(o.output_type == "error" for c in code for o in c.outputs)
+    # No function is defined in a notebook: the library computes, notebooks teach.
+    # (A small helper closing over notebook values is allowed only when it calls the library.)
+    for c in code:
+        for line in c.source.splitlines():
+            if line.startswith("def "):
+                assert "memory." in c.source, f"{path.name}: define functions in course_lib, not in the notebook"
+
+
+def test_links_point_at_the_pinned_ref():
+    url = notebooks.colab_url("02_memory_wall.ipynb")
+    assert url.endswith(f"/blob/{notebooks.COLAB_REF}/notebooks/02_memory_wall.ipynb")
+    assert notebooks.binder_url("02_memory_wall.ipynb").endswith(
+        f"/{notebooks.COLAB_REF}?labpath=notebooks/02_memory_wall.ipynb"
+    )
+
+
+def test_landing_page_lists_every_chapter():
+    text = notebooks.INTRO.read_text(encoding="utf-8")
+    assert notebooks.chapter_list_markdown() in text, "run: python -m course_lib stamp-notebooks"
+    for number, title, name in notebooks.CHAPTERS:
+        assert title in text
