@@ -65,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
         "stamp-notebooks", help="rewrite every notebook's Colab/Binder badges and setup cell from course_lib/_about.py"
     )
     stamp.add_argument("--execute", action="store_true", help="also execute each notebook and save its outputs")
+    stamp.add_argument("--check", action="store_true", help="change nothing; exit 1 if a notebook is out of date")
 
     mem = sub.add_parser(
         "memory",
@@ -148,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "stamp-notebooks":
         from course_lib.notebooks import main as stamp_main
 
-        return stamp_main(["--execute"] if args.execute else [])
+        return stamp_main(["--execute"] * args.execute + ["--check"] * args.check)
     try:
         print(run_memory(args))
     except ValueError as err:

@@ -80,7 +80,7 @@ def _tagged(nb, tag: str):
     return [c for c in nb.cells if tag in c.get("metadata", {}).get("tags", [])]
 
 
-def stamp(path: Path) -> bool:
+def stamp(path: Path, write: bool = True) -> bool:
     """Rewrite a notebook's badge and setup cells (inserting them after the title if missing); True if changed."""
     nb = nbformat.read(path, as_version=4)
     before = nbformat.writes(nb)
@@ -96,7 +96,7 @@ def stamp(path: Path) -> bool:
     badge_cells[0].source = badges_markdown(path.name)
     setup_cells[0].source = setup_source()
     after = nbformat.writes(nb)
-    if after != before:
+    if write and after != before:
         nbformat.write(nb, path)
     return after != before
 
@@ -112,12 +112,12 @@ def chapter_list_markdown() -> str:
     return "\n".join(lines)
 
 
-def stamp_intro(path: Path = INTRO) -> bool:
+def stamp_intro(path: Path = INTRO, write: bool = True) -> bool:
     """Rewrite the chapter list between the markers of the book's landing page; True if changed."""
     text = path.read_text(encoding="utf-8")
     start, end = text.index(_LIST_START) + len(_LIST_START), text.index(_LIST_END)
     new = text[:start] + "\n" + chapter_list_markdown() + "\n" + text[end:]
-    if new != text:
+    if write and new != text:
         path.write_text(new, encoding="utf-8")
     return new != text
 
@@ -158,13 +158,17 @@ def execute(path: Path, timeout: int = 600, write: bool = False) -> ExecutionRes
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Stamp the landing page and every notebook; with ``--execute`` also run them and write their outputs back."""
+    """Stamp the landing page and every notebook; ``--check`` only reports drift (exit 1), ``--execute`` also runs them."""
     argv = sys.argv[1:] if argv is None else argv
-    print(f"book/intro.md: {'stamped' if stamp_intro() else 'up to date'}")
+    check = "--check" in argv
+    verb = "out of date (run: python -m course_lib stamp-notebooks)" if check else "stamped"
+    drift = stamp_intro(write=not check)
+    print(f"book/intro.md: {verb if drift else 'up to date'}")
     for path in notebook_paths():
-        changed = stamp(path)
-        print(f"{path.name}: {'stamped' if changed else 'up to date'}")
-        if "--execute" in argv:
+        changed = stamp(path, write=not check)
+        drift |= changed
+        print(f"{path.name}: {verb if changed else 'up to date'}")
+        if "--execute" in argv and not check:
             result = execute(path, write=True)
             print(f"{path.name}: executed in {result.seconds:.1f} s")
-    return 0
+    return 1 if check and drift else 0

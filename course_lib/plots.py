@@ -38,7 +38,7 @@ def use_course_style() -> None:
 def memory_bars(breakdowns: Sequence[memory.Breakdown], labels: Sequence[str], rule_of_thumb: bool = True):
     """Two panels: bytes per parameter stacked by component, and total GB per GPU on a log axis against GPU sizes."""
     use_course_style()
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.8))
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 5.4))
     x = range(len(breakdowns))
     bottom = [0.0] * len(breakdowns)
     for name in memory.Breakdown.COMPONENTS:
@@ -52,7 +52,7 @@ def memory_bars(breakdowns: Sequence[memory.Breakdown], labels: Sequence[str], r
     ax1.set_xticks(list(x), labels)
     ax1.set_ylabel("bytes per parameter")
     ax1.set_title("Training memory per parameter, by component")
-    ax1.legend(fontsize=9, loc="upper right")
+    ax1.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3, frameon=False)
 
     totals = [memory.gb(b.total) for b in breakdowns]
     ax2.bar(x, totals, color="#4C72B0")
@@ -62,6 +62,6 @@ def memory_bars(breakdowns: Sequence[memory.Breakdown], labels: Sequence[str], r
     ax2.set_xticks(list(x), labels)
     ax2.set_ylabel("GB on one GPU (log scale)")
     ax2.set_title("Total against single-GPU memory")
-    ax2.legend(fontsize=9, loc="upper left")
+    ax2.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
     fig.tight_layout()
     return fig
