@@ -63,3 +63,9 @@ def test_check_command_prints_the_report():
     out = subprocess.run([sys.executable, "-m", "course_lib", "check", "--offline"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert "torch" in out.stdout and "All checks passed." in out.stdout
+
+
+def test_check_env_is_available_at_package_level():
+    import course_lib
+
+    assert course_lib.check_env is env.check_env
