@@ -398,6 +398,25 @@ def min_gpus_to_fit(breakdown_fn, gpu: GPU, max_gpus: int = 4096) -> int | None:
     return None
 
 
+def gpus_to_train(
+    n_params: float,
+    gpu: GPU,
+    precision: str = "bf16-mixed",
+    optimizer: str = "adam",
+    batch: int = 1,
+    seq_len: int = 2048,
+    activation_checkpointing: bool = False,
+) -> int | None:
+    """The fewest GPUs (a power of two) that can train a model with ZeRO stage 3 / FSDP full sharding, or None."""
+    return min_gpus_to_fit(
+        lambda g: training_memory(
+            n_params, precision, optimizer, batch=batch, seq_len=seq_len, gpus=g,
+            zero_stage=3 if g > 1 else 0, activation_checkpointing=activation_checkpointing,
+        ),
+        gpu,
+    )
+
+
 # ----------------------------------------------------------------------------------------------
 # Measurement on a real model
 # ----------------------------------------------------------------------------------------------
@@ -523,6 +542,21 @@ def measure_training_step(model: torch.nn.Module, batch: int, seq_len: int, seed
     )
     optimizer.zero_grad(set_to_none=True)
     return result
+
+
+def comparison_rows(measured: Measurement, estimate: Breakdown, activation_estimates: dict[str, float]) -> list[list[str]]:
+    """Rows of measured against estimated bytes per component, with the difference, for a table."""
+
+    def row(name: str, got: int, expected: float) -> list[str]:
+        return [name, f"{got:,}", f"{int(expected):,}", f"{got - int(expected):+,}"]
+
+    rows = [
+        row("weights", measured.weights, estimate.weights),
+        row("gradients", measured.gradients, estimate.gradients),
+        row("Adam states", measured.optimizer_states, estimate.optimizer_states),
+    ]
+    rows += [row(f"activations, {label}", measured.activations, value) for label, value in activation_estimates.items()]
+    return rows
 
 
 def shape_of(model: torch.nn.Module) -> ModelShape:

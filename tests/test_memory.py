@@ -118,6 +118,17 @@ def test_min_gpus_to_fit():
     assert n is not None and fn(n).total <= gpu.capacity and fn(n // 2).total > gpu.capacity
 
 
+def test_gpus_to_train_uses_zero3_and_checkpointing():
+    big = memory.GPUS[-1]
+    assert memory.gpus_to_train(1e9, big) == 1
+    n = memory.gpus_to_train(7e9, big)
+    per_gpu = memory.training_memory(7e9, "bf16-mixed", gpus=n, zero_stage=3).total
+    assert per_gpu <= big.capacity
+    # The 7B model's activations at 2048 tokens overflow a 16 GiB card whatever the sharding, not with checkpointing.
+    assert memory.gpus_to_train(7e9, memory.GPUS[0]) is None
+    assert memory.gpus_to_train(7e9, memory.GPUS[0], activation_checkpointing=True) is not None
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [

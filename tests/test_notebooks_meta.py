@@ -29,12 +29,12 @@ def test_outputs_are_committed_and_clean(path):
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert all(c.outputs for c in code if "NBVAL_CHECK_OUTPUT" in c.source), "execute the notebook and commit outputs"
     assert not any(o.output_type == "error" for c in code for o in c.outputs)
-    # No function is defined in a notebook: the library computes, notebooks teach.
-    # (A small helper closing over notebook values is allowed only when it calls the library.)
+    # No function or class is defined in a notebook: the library computes, notebooks teach.
     for c in code:
         for line in c.source.splitlines():
-            if line.startswith("def "):
-                assert "memory." in c.source, f"{path.name}: define functions in course_lib, not in the notebook"
+            assert not line.lstrip().startswith(("def ", "class ")), (
+                f"{path.name}: define {line.strip()!r} in course_lib, not in the notebook"
+            )
 
 
 def test_links_point_at_the_pinned_ref():
