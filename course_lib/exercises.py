@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Callable
 
-from course_lib import memory
+from course_lib import formats, memory
 
 
 @dataclass
@@ -79,5 +79,73 @@ chapter02 = SimpleNamespace(
         lambda: memory.gb(memory.activation_bytes_per_layer(4096, 1, 4096, 32, 2, 1)),
         unit="GB",
         hint="s*b*h*(34 + 5*a*s/h) bytes; note the term that grows with the square of the sequence length.",
+    ),
+)
+
+
+def _smallest_scale_exponent(gradient: float, fmt: formats.FloatFormat) -> int:
+    k = 0
+    while gradient * 2.0**k < fmt.min_normal:
+        k += 1
+    return k
+
+
+#: Chapter 3, "Number formats".
+chapter03 = SimpleNamespace(
+    q1=Exercise(
+        "What is the smallest positive number FP16 can store (its smallest subnormal)?",
+        lambda: formats.FP16.min_subnormal,
+        rel_tol=1e-3,
+        hint="2**(emin - mantissa_bits): FP16's emin is 1 - 15 = -14 and it stores 10 mantissa bits.",
+    ),
+    q2=Exercise(
+        "What is the gap between 256 and the next larger number BF16 can store?",
+        lambda: formats.ulp(256.0, formats.BF16),
+        rel_tol=1e-9,
+        hint="256 = 2**8 and BF16 keeps 7 mantissa bits, so neighbours in [256, 512) are 2**(8 - 7) apart.",
+    ),
+    q3=Exercise(
+        "What is the largest finite value of the OCP FP8 format E4M3 (E4M3FN: bias 7, no infinity)?",
+        lambda: formats.E4M3.max,
+        rel_tol=0,
+        hint="the all-ones exponent still holds numbers (only S.1111.111 is NaN), so the max is 1.110 x 2**(15 - 7).",
+    ),
+    q4=Exercise(
+        "A gradient of 1e-9 is multiplied by a loss scale of 2**k before it is stored in FP16. What is the "
+        "smallest k that makes it a normal FP16 number (at least the smallest normal, 2**-14)?",
+        lambda: _smallest_scale_exponent(1e-9, formats.FP16),
+        rel_tol=0,
+        hint="1e-9 x 2**k >= 2**-14 = 6.1e-5 means 2**k >= 61,035; compare with GradScaler's start scale.",
+    ),
+)
+
+
+#: Chapter 4, "Quantizing π".
+chapter04 = SimpleNamespace(
+    q1=Exercise(
+        "What value does FP8 E5M2 store for π (round to nearest, ties to even)?",
+        lambda: formats.quantize(math.pi, "e5m2"),
+        rel_tol=0,
+        hint="E5M2 keeps 2 mantissa bits: between 2 and 4 its values are 2, 2.5, 3 and 3.5; pick the nearest to π.",
+    ),
+    q2=Exercise(
+        "How far apart are neighbouring BF16 numbers between 2 and 4 (the ULP of π in BF16)?",
+        lambda: formats.ulp(math.pi, "bf16"),
+        rel_tol=0,
+        hint="between 2 and 4 the exponent is 1, and BF16 has 7 mantissa bits: the spacing is 2**(1 - 7).",
+    ),
+    q3=Exercise(
+        "A block of weights has absolute maximum 5.0. With symmetric INT8 (scale = 5.0 / 127, code = round(x / scale)), "
+        "what value does π come back as after dequantizing (code x scale)?",
+        lambda: formats.decode(formats.encode(math.pi / (5.0 / 127), "int8"), "int8") * (5.0 / 127),
+        rel_tol=1e-4,
+        hint="π / (5/127) = 79.8 rounds to the code 80; multiply it back by the scale.",
+    ),
+    q4=Exercise(
+        "How many bits per value does INT4 with one FP32 scale per block of 32 values cost?",
+        lambda: formats.INT4.total_bits + 32 / 32,
+        unit="bits",
+        rel_tol=0,
+        hint="4 bits per code plus the 32 bits of the block's scale shared by its 32 values.",
     ),
 )

@@ -1,0 +1,248 @@
+"""Micro-benchmarks of the machine at hand: how fast it multiplies matrices in each precision.
+
+The same code times the CPU and, when there is one, a CUDA GPU: :func:`time_matmul` multiplies two
+seeded ``size x size`` matrices of one dtype, synchronising the device around the clock, and keeps
+the best of several repeats (the one least disturbed by other work on the machine). A product of
+two n x n matrices takes ``2 n**3`` floating-point operations (a multiply and an add for each of
+n**3 terms), so the throughput is ``2 n**3 / seconds``.
+
+Low precision is fast only where the hardware has units for it: NVIDIA tensor cores (FP16, BF16
+since Ampere, FP8 since Hopper), and on CPUs Intel AMX or AVX-512 BF16 / FP16, or Arm's BF16
+instructions. Elsewhere torch converts to FP32 and back, and 16-bit products can be *slower*
+than FP32. :func:`cpu_features` reports which of these units the CPU announces.
+Chapter 10 (*Hardware for LLM training*) extends this module.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+
+from course_lib.tables import Table
+
+__all__ = [
+    "MATMUL_DTYPES", "CPU_FEATURES", "MatmulResult", "matmul_flops", "default_sizes", "available_devices",
+    "time_matmul", "matmul_benchmark", "speedups", "matmul_table", "cpu_features", "cpu_name", "describe_machine",
+]  # fmt: skip
+
+#: The dtypes the matrix benchmark knows, by the course's names.
+MATMUL_DTYPES: dict[str, torch.dtype] = {
+    "fp32": torch.float32,
+    "bf16": torch.bfloat16,
+    "fp16": torch.float16,
+    "fp64": torch.float64,
+}
+
+#: CPU feature flags (as Linux's /proc/cpuinfo spells them) that matter for low-precision maths.
+CPU_FEATURES: dict[str, str] = {
+    "avx2": "256-bit vector FP32 maths (x86)",
+    "fma": "fused multiply-add (x86)",
+    "f16c": "FP16 <-> FP32 conversion only, no FP16 maths (x86)",
+    "avx512f": "512-bit vector FP32 maths (x86)",
+    "avx512_bf16": "BF16 dot products into FP32 (x86, AVX-512)",
+    "avx512_fp16": "FP16 vector arithmetic (x86, AVX-512)",
+    "amx_bf16": "AMX tile matrix units for BF16 (Intel Sapphire Rapids and later)",
+    "amx_fp16": "AMX tile matrix units for FP16 (Intel Granite Rapids and later)",
+    "amx_int8": "AMX tile matrix units for INT8",
+    "asimdhp": "FP16 vector arithmetic (Arm)",
+    "bf16": "BF16 dot products (Arm)",
+    "i8mm": "INT8 matrix multiply (Arm)",
+}
+
+
+def _dtype(name: Any) -> torch.dtype:
+    if not isinstance(name, str) or name.strip().lower() not in MATMUL_DTYPES:
+        raise ValueError(f"unknown dtype {name!r}; valid: {', '.join(MATMUL_DTYPES)}")
+    return MATMUL_DTYPES[name.strip().lower()]
+
+
+def _positive_int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{what} must be a whole number >= 1, got {value!r}")
+    return value
+
+
+def _device(device: str | torch.device | None) -> torch.device:
+    from course_lib.env import get_device
+
+    if device is not None and not isinstance(device, (str, torch.device)):
+        raise ValueError(f"device must be 'cpu', 'cuda', a torch.device or None, got {device!r}")
+    try:
+        return get_device(None if device is None else str(device))
+    except RuntimeError as err:  # torch's own message for a malformed device string
+        raise ValueError(f"unknown device {device!r}: {err}; use 'cpu' or 'cuda'") from None
+
+
+@dataclass(frozen=True)
+class MatmulResult:
+    """One timed matrix product: device, dtype, size, best seconds per product, and how many were timed."""
+
+    device: str
+    dtype: str
+    size: int
+    seconds: float
+    repeats: int
+    number: int  # products per timed repeat
+
+    @property
+    def flops(self) -> int:
+        """Floating-point operations of one product, ``2 * size**3``."""
+        return matmul_flops(self.size)
+
+    @property
+    def gflops(self) -> float:
+        """Throughput in GFLOP/s (10**9 floating-point operations per second)."""
+        return self.flops / self.seconds / 1e9
+
+
+def matmul_flops(size: int) -> int:
+    """Floating-point operations of one ``size x size`` by ``size x size`` product: ``2 * size**3``."""
+    size = _positive_int(size, "size")
+    return 2 * size**3
+
+
+def default_sizes(device: str | torch.device | None = None) -> tuple[int, ...]:
+    """Matrix sizes that time well in a second or so: small on a CPU, large on a GPU."""
+    return (1024, 4096, 8192) if _device(device).type == "cuda" else (256, 512, 1024)
+
+
+def available_devices() -> list[str]:
+    """'cpu', plus 'cuda' when a CUDA GPU is visible."""
+    return ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_matmul(
+    size: int,
+    dtype: str = "fp32",
+    device: str | torch.device | None = None,
+    repeats: int = 5,
+    min_seconds: float = 0.02,
+    seed: int = 0,
+) -> MatmulResult:
+    """Time the product of two seeded ``size x size`` matrices in ``dtype``: best of ``repeats`` timings.
+
+    Each timing runs enough products back to back to last about ``min_seconds`` (GPUs are too
+    fast to time one small product); the device is synchronised before and after.
+    """
+    size = _positive_int(size, "size")
+    repeats = _positive_int(repeats, "repeats")
+    torch_dtype = _dtype(dtype)
+    if isinstance(min_seconds, bool) or not isinstance(min_seconds, (int, float)) or not min_seconds >= 0:
+        raise ValueError(f"min_seconds must be a number >= 0, got {min_seconds!r}")
+    dev = _device(device)
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(size, size, generator=g).to(dev, torch_dtype)
+    b = torch.randn(size, size, generator=g).to(dev, torch_dtype)
+
+    def timed(number: int) -> float:
+        _sync(dev)
+        start = time.perf_counter()
+        for _ in range(number):
+            torch.matmul(a, b)
+        _sync(dev)
+        return time.perf_counter() - start
+
+    one = timed(1)  # warm-up: first calls pick kernels and allocate
+    one = min(one, timed(1))
+    number = max(1, min(10_000, math.ceil(min_seconds / max(one, 1e-9))))
+    best = min(timed(number) for _ in range(repeats)) / number
+    return MatmulResult(dev.type, dtype.strip().lower(), size, best, repeats, number)
+
+
+def matmul_benchmark(
+    sizes: Sequence[int] | None = None,
+    dtypes: Sequence[str] = ("fp32", "bf16", "fp16"),
+    device: str | torch.device | None = None,
+    repeats: int = 5,
+    progress: bool | None = False,
+) -> list[MatmulResult]:
+    """Time every size in every dtype on one device (:func:`time_matmul`); ``progress=None``: a bar in a terminal."""
+    dev = _device(device)
+    sizes = default_sizes(dev) if sizes is None else sizes
+    if isinstance(sizes, (int, str)) or not sizes:
+        raise ValueError(f"sizes must be a non-empty list of whole numbers >= 1, got {sizes!r}")
+    if isinstance(dtypes, str) or not dtypes:
+        raise ValueError(f"dtypes must be a non-empty list from {', '.join(MATMUL_DTYPES)}, got {dtypes!r}")
+    for s in sizes:
+        _positive_int(s, "size")
+    for d in dtypes:
+        _dtype(d)
+    from tqdm.auto import tqdm
+
+    cases = [(s, d) for s in sizes for d in dtypes]
+    bar = tqdm(cases, desc=f"matmul on {dev.type}", disable=None if progress is None else not progress)
+    return [time_matmul(s, d, dev, repeats=repeats) for s, d in bar]
+
+
+def speedups(results: Sequence[MatmulResult], baseline: str = "fp32") -> dict[tuple[str, int, str], float]:
+    """Throughput of each result divided by the ``baseline`` dtype's at the same device and size."""
+    base = {(r.device, r.size): r.gflops for r in results if r.dtype == baseline}
+    return {(r.device, r.size, r.dtype): r.gflops / base[(r.device, r.size)]
+            for r in results if (r.device, r.size) in base}  # fmt: skip
+
+
+def matmul_table(results: Sequence[MatmulResult], baseline: str = "fp32") -> Table:
+    """Milliseconds per product, GFLOP/s and the ratio to the ``baseline`` dtype, one row per result."""
+    if not results:
+        raise ValueError("matmul_table() needs at least one result (from matmul_benchmark())")
+    ratio = speedups(results, baseline)
+    rows = [[r.device, f"{r.size} x {r.size}", r.dtype, f"{r.seconds * 1e3:.3f}", f"{r.gflops:,.1f}",
+             f"{ratio[(r.device, r.size, r.dtype)]:.2f}x" if (r.device, r.size, r.dtype) in ratio else "-"]
+            for r in results]  # fmt: skip
+    return Table(["device", "matrices", "dtype", "ms per product", "GFLOP/s", f"vs {baseline}"], rows)
+
+
+def cpu_features() -> dict[str, bool]:
+    """Which of :data:`CPU_FEATURES` the CPU announces (Linux /proc/cpuinfo); empty where that cannot be read."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            text = f.read()
+    except OSError:
+        return {}
+    flags: set[str] = set()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            flags.update(value.split())
+    return {name: name in flags for name in CPU_FEATURES} if flags else {}
+
+
+def cpu_name() -> str:
+    """The CPU's model name (from /proc/cpuinfo on Linux, else the platform's description)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def describe_machine() -> list[str]:
+    """Lines describing the CPU (name, cores, torch threads, vector extensions) and the GPU, if any."""
+    lines = [
+        f"CPU: {cpu_name()}, {os.cpu_count()} logical cores, torch uses {torch.get_num_threads()} threads",
+        f"torch CPU kernels: {torch.backends.cpu.get_cpu_capability()}",
+    ]
+    found = [name for name, present in cpu_features().items() if present]
+    if found:
+        lines.append("low-precision CPU features: " + ", ".join(found))
+    if torch.cuda.is_available():
+        props = torch.cuda.get_device_properties(0)
+        lines.append(f"GPU: {props.name}, compute capability {props.major}.{props.minor}, "
+                     f"{props.total_memory / 2**30:.0f} GiB")  # fmt: skip
+    else:
+        lines.append("GPU: none")
+    return lines

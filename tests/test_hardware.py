@@ -1,0 +1,116 @@
+"""Tests for course_lib.hardware: the matmul benchmark's structure and its errors (never its timings)."""
+
+import runpy
+from pathlib import Path
+
+import pytest
+import torch
+
+from course_lib import hardware
+
+BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "matmul.py"
+
+
+def test_flops_of_a_product():
+    assert hardware.matmul_flops(1) == 2
+    assert hardware.matmul_flops(1024) == 2 * 1024**3
+
+
+def test_time_matmul_gives_a_complete_result():
+    r = hardware.time_matmul(32, "bf16", "cpu", repeats=2, min_seconds=0)
+    assert (r.device, r.dtype, r.size, r.repeats) == ("cpu", "bf16", 32, 2)
+    assert r.seconds > 0 and r.number >= 1
+    assert r.flops == 2 * 32**3
+    assert r.gflops == pytest.approx(r.flops / r.seconds / 1e9)
+
+
+def test_benchmark_covers_every_case_and_the_table_shows_ratios():
+    results = hardware.matmul_benchmark([16, 32], ["fp32", "fp16"], "cpu", repeats=1)
+    assert [(r.size, r.dtype) for r in results] == [(16, "fp32"), (16, "fp16"), (32, "fp32"), (32, "fp16")]
+    ratios = hardware.speedups(results)
+    assert ratios[("cpu", 16, "fp32")] == 1.0 and ratios[("cpu", 32, "fp32")] == 1.0
+    assert ratios[("cpu", 32, "fp16")] > 0
+    table = hardware.matmul_table(results)
+    assert table.headers == ["device", "matrices", "dtype", "ms per product", "GFLOP/s", "vs fp32"]
+    assert len(table.rows) == 4 and table.rows[0][-1] == "1.00x"
+
+
+def test_table_without_baseline_shows_a_dash():
+    results = hardware.matmul_benchmark([16], ["bf16"], "cpu", repeats=1)
+    assert hardware.matmul_table(results).rows[0][-1] == "-"
+
+
+def test_default_sizes_and_devices():
+    assert hardware.default_sizes("cpu") == (256, 512, 1024)
+    assert hardware.available_devices()[0] == "cpu"
+    assert ("cuda" in hardware.available_devices()) == torch.cuda.is_available()
+
+
+def test_machine_description():
+    lines = hardware.describe_machine()
+    assert lines[0].startswith("CPU: ") and lines[-1].startswith("GPU: ")
+    features = hardware.cpu_features()
+    assert set(features) <= set(hardware.CPU_FEATURES)
+    assert all(isinstance(v, bool) for v in features.values())
+    assert hardware.cpu_name()
+
+
+@pytest.mark.parametrize("dtype", ["fp8", "int8", "float", "", None, 32])
+def test_unknown_dtype_is_a_clear_error(dtype):
+    with pytest.raises(ValueError, match="unknown dtype .* valid: fp32, bf16, fp16"):
+        hardware.time_matmul(8, dtype)
+
+
+@pytest.mark.parametrize("size", [0, -4, 2.5, True, "64"])
+def test_bad_size_is_a_clear_error(size):
+    with pytest.raises(ValueError, match="size must be a whole number >= 1"):
+        hardware.time_matmul(size)
+    with pytest.raises(ValueError, match="size must be a whole number >= 1"):
+        hardware.matmul_benchmark([size])
+    with pytest.raises(ValueError, match="size must be a whole number >= 1"):
+        hardware.matmul_flops(size)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"repeats": 0}, "repeats must be a whole number"),
+        ({"min_seconds": -1.0}, "min_seconds must be a number >= 0"),
+        ({"device": "tpu"}, "unknown device 'tpu'"),
+        ({"device": 3}, "device must be"),
+    ],
+)
+def test_other_bad_inputs(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        hardware.time_matmul(8, **kwargs)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present")
+def test_asking_for_a_missing_gpu_says_so():
+    with pytest.raises(ValueError, match="no CUDA GPU is visible"):
+        hardware.time_matmul(8, device="cuda")
+
+
+@pytest.mark.parametrize("sizes, dtypes", [([], ["fp32"]), (64, ["fp32"]), ([64], "fp32"), ([64], [])])
+def test_benchmark_lists_must_be_lists(sizes, dtypes):
+    with pytest.raises(ValueError, match="must be a non-empty list"):
+        hardware.matmul_benchmark(sizes, dtypes)
+
+
+def test_empty_table_is_an_error():
+    with pytest.raises(ValueError, match="at least one result"):
+        hardware.matmul_table([])
+
+
+def test_benchmark_script_prints_a_table(capsys):
+    main = runpy.run_path(str(BENCHMARK))["main"]
+    assert main(["--sizes", "16", "--repeats", "1", "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "GFLOP/s" in out and "16 x 16" in out and "vs fp32" in out
+
+
+def test_benchmark_script_rejects_bad_sizes(capsys):
+    main = runpy.run_path(str(BENCHMARK))["main"]
+    with pytest.raises(SystemExit):
+        main(["--sizes", "0", "--device", "cpu"])
+    assert "size must be a whole number >= 1" in capsys.readouterr().err
