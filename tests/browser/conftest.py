@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import http.server
+import json
 import os
 import shutil
 import socket
+import subprocess
+import sys
 import threading
+import time
+import urllib.request
 from pathlib import Path
 
+import nbformat
 import pytest
 
 CHROMIUM = os.environ.get("COURSE_CHROMIUM", "/usr/bin/chromium")
@@ -89,3 +96,80 @@ def book_server():
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
+
+
+LAB_TOKEN = "course-test-token"
+
+
+@contextlib.contextmanager
+def jupyterlab(root: Path, home: Path, notebook: str, source: str):
+    """A JupyterLab server on a free loopback port, with one notebook holding ``source`` and its kernel started.
+
+    JupyterLab's news question is answered in advance and the kernel is started through the REST
+    API, so the notebook opens with no dialog over it. Yields the server's base address.
+    """
+    nb = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell(source)],
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+    )
+    nbformat.write(nb, root / notebook)
+    settings = home / "settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True, exist_ok=True)
+    (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(home / "settings"), JUPYTER_CONFIG_DIR=str(home / "config"))
+    port = free_port()
+    log_path = home / "lab.log"
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(
+            [
+                sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ServerApp.port_retries=0",
+                "--ServerApp.ip=127.0.0.1", "--allow-root", f"--IdentityProvider.token={LAB_TOKEN}",
+                f"--ServerApp.root_dir={root}",
+            ],
+            stdout=subprocess.DEVNULL, stderr=log, env=env,
+        )  # fmt: skip
+        url = f"http://127.0.0.1:{port}"
+        try:
+            for _ in range(120):
+                try:
+                    urllib.request.urlopen(f"{url}/api/status?token={LAB_TOKEN}", timeout=1)
+                    break
+                except OSError:
+                    if proc.poll() is not None:
+                        pytest.fail("JupyterLab exited:\n" + log_path.read_text()[-3000:])
+                    time.sleep(0.5)
+            else:
+                pytest.fail("JupyterLab did not start within 60 s:\n" + log_path.read_text()[-3000:])
+            request = urllib.request.Request(
+                f"{url}/api/sessions",
+                data=json.dumps({"path": notebook, "type": "notebook", "kernel": {"name": "python3"}}).encode(),
+                headers={"Authorization": f"token {LAB_TOKEN}", "Content-Type": "application/json"},
+                method="POST",
+            )
+            urllib.request.urlopen(request, timeout=60)
+            yield url
+        finally:
+            proc.terminate()
+            proc.wait(timeout=20)
+
+
+def run_first_cell(page, lab_url: str, notebook: str, ready) -> None:
+    """Open a notebook in JupyterLab, run its first cell once the kernel is idle, and wait for ``ready`` to show.
+
+    The cell is run again (up to three times) if the first key press came before the kernel was ready;
+    on failure a screenshot is left in $TMPDIR for the person debugging.
+    """
+    page.goto(f"{lab_url}/lab/tree/{notebook}?token={LAB_TOKEN}")
+    cell = page.locator(".jp-Cell .jp-InputArea-editor").first
+    cell.wait_for(timeout=60_000)
+    page.get_by_text("| Idle").first.wait_for(timeout=60_000)
+    for attempt in range(3):
+        cell.click()
+        page.keyboard.press("Control+Enter")
+        try:
+            ready.wait_for(timeout=20_000)
+            return
+        except Exception:
+            if attempt == 2:
+                page.screenshot(path=str(Path(os.environ.get("TMPDIR", "/tmp")) / f"{notebook}-failure.png"))
+                raise

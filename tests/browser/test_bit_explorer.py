@@ -10,26 +10,17 @@ subnormals and overflows must encode to the same bits in every explorer format.
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import subprocess
-import sys
-import time
-import urllib.request
-from pathlib import Path
 
-import nbformat
 import numpy as np
 import pytest
 
 from course_lib import bit_explorer as bx
 from course_lib import formats as F
 
-from .conftest import free_port
+from .conftest import jupyterlab, run_first_cell
 
 pytestmark = pytest.mark.browser
-TOKEN = "course-test-token"
 EXHAUSTIVE = ["fp16", "bf16", "e4m3", "e5m2"]
 ENCODE_FORMATS = ["fp32", "fp16", "bf16", "e4m3", "e5m2", "int8", "int4", "e3m2", "e4m3fnuz", "fp4_e2m1"]
 
@@ -213,72 +204,16 @@ def test_explorer_page_clicks_types_and_switches_formats(codec_page):
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    """A JupyterLab server on a free loopback port, serving a folder with one explorer notebook."""
-    root = tmp_path_factory.mktemp("lab-bitx")
-    home = tmp_path_factory.mktemp("lab-bitx-home")
-    nb = nbformat.v4.new_notebook(
-        cells=[nbformat.v4.new_code_cell('from course_lib.bit_explorer import bit_explorer\nbit_explorer("pi", "fp16")')],
-        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
-    )
-    nbformat.write(nb, root / "explorer.ipynb")
-    port = free_port()
-    settings = home / "settings"
-    (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True)
-    (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
-        json.dumps({"fetchNews": "false", "checkForUpdates": False})
-    )
-    env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(settings), JUPYTER_CONFIG_DIR=str(home / "config"))
-    log = open(home / "lab.log", "w")
-    proc = subprocess.Popen(
-        [
-            sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ServerApp.port_retries=0",
-            "--ServerApp.ip=127.0.0.1", "--allow-root", f"--IdentityProvider.token={TOKEN}", f"--ServerApp.root_dir={root}",
-        ],
-        stdout=subprocess.DEVNULL, stderr=log, env=env,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(120):
-            try:
-                urllib.request.urlopen(f"{url}/api/status?token={TOKEN}", timeout=1)
-                break
-            except OSError:
-                if proc.poll() is not None:
-                    pytest.fail("JupyterLab exited:\n" + (home / "lab.log").read_text()[-3000:])
-                time.sleep(0.5)
-        else:
-            pytest.fail("JupyterLab did not start within 60 s:\n" + (home / "lab.log").read_text()[-3000:])
-        request = urllib.request.Request(
-            f"{url}/api/sessions",
-            data=json.dumps({"path": "explorer.ipynb", "type": "notebook", "kernel": {"name": "python3"}}).encode(),
-            headers={"Authorization": f"token {TOKEN}", "Content-Type": "application/json"},
-            method="POST",
-        )
-        urllib.request.urlopen(request, timeout=60)
+    """A JupyterLab server serving one notebook that shows the explorer."""
+    source = 'from course_lib.bit_explorer import bit_explorer\nbit_explorer("pi", "fp16")'
+    with jupyterlab(tmp_path_factory.mktemp("lab-bitx"), tmp_path_factory.mktemp("lab-bitx-home"), "explorer.ipynb", source) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
-        log.close()
 
 
 def test_explorer_in_jupyterlab(offline_page, lab):
     page = offline_page
-    page.goto(f"{lab}/lab/tree/explorer.ipynb?token={TOKEN}")
-    cell = page.locator(".jp-Cell .jp-InputArea-editor").first
-    cell.wait_for(timeout=60_000)
-    page.get_by_text("| Idle").first.wait_for(timeout=60_000)
     stored = page.locator(".jp-OutputArea .course-bitx [data-role=stored]")
-    for attempt in range(3):
-        cell.click()
-        page.keyboard.press("Control+Enter")
-        try:
-            stored.wait_for(timeout=20_000)
-            break
-        except Exception:
-            if attempt == 2:
-                page.screenshot(path=str(Path(os.environ.get("TMPDIR", "/tmp")) / "lab-bitx-failure.png"))
-                raise
+    run_first_cell(page, lab, "explorer.ipynb", stored)
     assert stored.inner_text() == "3.140625"
     # Click the last mantissa bit: the stored value moves to the next FP16 number, no kernel involved.
     page.locator(".jp-OutputArea .course-bitx [data-bit='15']").click()
