@@ -1,4 +1,4 @@
-"""Command line of the course: ``python -m course_lib check | memory ... | stamp-notebooks``."""
+"""Command line of the course: ``python -m course_lib check | memory ... | stamp-notebooks | train-course-model``."""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def _name(options, what: str):
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with its two commands, ``check`` and ``memory``."""
     parser = argparse.ArgumentParser(prog="python -m course_lib", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{check,memory,stamp-notebooks}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{check,memory,stamp-notebooks,train-course-model}")
 
     check = sub.add_parser("check", help="print Python, torch, transformers, CPU/GPU, network and Colab status")
     check.add_argument("--offline", action="store_true", help="skip the network probe")
@@ -97,6 +97,15 @@ def build_parser() -> argparse.ArgumentParser:
     mem.add_argument("--gpus", type=_positive_int("number of GPUs"), default=1, help="data-parallel GPUs (default 1)")
     mem.add_argument("--zero", type=_zero_stage, default=0, help="ZeRO stage 0-3; 3 = FSDP full sharding (default 0)")
     mem.add_argument("--checkpointing", action="store_true", help="activation checkpointing (full recomputation)")
+
+    course = sub.add_parser(
+        "train-course-model",
+        help="train the course model (tiny GPT-2, about 3 minutes on 2 CPU cores) and save it",
+        description="Train the course model from scratch (seeded, deterministic) and save it as safetensors "
+        "with its config, tokenizer, training record and model card (README.md).",
+    )
+    course.add_argument("--output", default=None, help="directory to write (default: the course cache, "
+                        "where course_lib.models.course_model() looks)")
     return parser
 
 
@@ -150,6 +159,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         from course_lib.notebooks import main as stamp_main
 
         return stamp_main(["--execute"] * args.execute + ["--check"] * args.check)
+    if args.command == "train-course-model":
+        from course_lib.models import build_course_model
+
+        try:
+            build_course_model(args.output)
+        except (ValueError, OSError) as err:
+            print(f"python -m course_lib train-course-model: error: {err}", file=sys.stderr)
+            return 2
+        return 0
     try:
         print(run_memory(args))
     except ValueError as err:
