@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 import torch
 
+from course_lib.checks import choice, positive
 from course_lib.tables import Table
 
 __all__ = [
@@ -57,15 +58,7 @@ CPU_FEATURES: dict[str, str] = {
 
 
 def _dtype(name: Any) -> torch.dtype:
-    if not isinstance(name, str) or name.strip().lower() not in MATMUL_DTYPES:
-        raise ValueError(f"unknown dtype {name!r}; valid: {', '.join(MATMUL_DTYPES)}")
-    return MATMUL_DTYPES[name.strip().lower()]
-
-
-def _positive_int(value: Any, what: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{what} must be a whole number >= 1, got {value!r}")
-    return value
+    return MATMUL_DTYPES[choice(name, MATMUL_DTYPES, "dtype")]
 
 
 def _device(device: str | torch.device | None) -> torch.device:
@@ -103,7 +96,7 @@ class MatmulResult:
 
 def matmul_flops(size: int) -> int:
     """Floating-point operations of one ``size x size`` by ``size x size`` product: ``2 * size**3``."""
-    size = _positive_int(size, "size")
+    size = positive(size, "size", integer=True)
     return 2 * size**3
 
 
@@ -135,8 +128,8 @@ def time_matmul(
     Each timing runs enough products back to back to last about ``min_seconds`` (GPUs are too
     fast to time one small product); the device is synchronised before and after.
     """
-    size = _positive_int(size, "size")
-    repeats = _positive_int(repeats, "repeats")
+    size = positive(size, "size", integer=True)
+    repeats = positive(repeats, "repeats", integer=True)
     torch_dtype = _dtype(dtype)
     if isinstance(min_seconds, bool) or not isinstance(min_seconds, (int, float)) or not min_seconds >= 0:
         raise ValueError(f"min_seconds must be a number >= 0, got {min_seconds!r}")
@@ -175,7 +168,7 @@ def matmul_benchmark(
     if isinstance(dtypes, str) or not dtypes:
         raise ValueError(f"dtypes must be a non-empty list from {', '.join(MATMUL_DTYPES)}, got {dtypes!r}")
     for s in sizes:
-        _positive_int(s, "size")
+        positive(s, "size", integer=True)
     for d in dtypes:
         _dtype(d)
     from tqdm.auto import tqdm

@@ -23,6 +23,9 @@ from typing import Iterable
 
 import torch
 
+from course_lib.checks import choice as _choice
+from course_lib.checks import positive as _positive
+
 GB = 10**9
 GIB = 2**30
 
@@ -154,20 +157,6 @@ _GPT3_FAMILY = (
 def gb(n_bytes: float) -> float:
     """Bytes expressed in decimal gigabytes (10**9 bytes), the unit of the lecture notes."""
     return n_bytes / GB
-
-
-def _choice(name: str, options: Iterable[str], what: str) -> str:
-    options = list(options)
-    key = str(name).strip().lower()
-    if key not in options:
-        raise ValueError(f"unknown {what} {name!r}; valid values: {', '.join(options)}")
-    return key
-
-
-def _positive(value: float, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{what} must be a positive number, got {value!r}")
-    return value
 
 
 def bytes_per_param(dtype: str) -> float:

@@ -32,6 +32,8 @@ import numpy as np
 import torch
 
 from course_lib import formats
+from course_lib.checks import choice as _choice
+from course_lib.checks import positive as _positive
 from course_lib.tables import Table
 
 __all__ = [
@@ -63,20 +65,6 @@ _MODE_DTYPES = {"fp32": None, "fp16": torch.float16, "fp16-scaled": torch.float1
 _MODE_COLOURS = {"fp32": "#4C72B0", "fp16": "#C44E52", "fp16-scaled": "#55A868", "bf16": "#DD8452"}
 
 
-def _choice(name: Any, options: Sequence[str], what: str) -> str:
-    if not isinstance(name, str) or name.strip().lower() not in options:
-        raise ValueError(f"unknown {what} {name!r}; valid: {', '.join(options)}")
-    return name.strip().lower()
-
-
-def _positive(value: Any, what: str, integer: bool = False) -> Any:
-    ok = isinstance(value, (int, np.integer)) if integer else isinstance(value, (int, float, np.integer, np.floating))
-    if isinstance(value, bool) or not ok or not value > 0 or (not integer and not math.isfinite(value)):
-        kind = "a whole number >= 1" if integer else "a positive finite number"
-        raise ValueError(f"{what} must be {kind}, got {value!r}")
-    return value
-
-
 def torch_dtype(name: str) -> torch.dtype:
     """torch's dtype for a format name ('fp32', 'fp16', 'bf16', 'e4m3', 'e5m2', or an alias such as 'half')."""
     try:
@@ -84,7 +72,7 @@ def torch_dtype(name: str) -> torch.dtype:
     except ValueError:
         fmt = None
     if fmt is None or fmt.name not in TORCH_DTYPES:
-        raise ValueError(f"no torch dtype for format {name!r}; valid: {', '.join(TORCH_DTYPES)}")
+        raise ValueError(f"no torch dtype for format {name!r}; valid values: {', '.join(TORCH_DTYPES)}")
     return TORCH_DTYPES[fmt.name]
 
 

@@ -57,7 +57,7 @@ def test_machine_description():
 
 @pytest.mark.parametrize("dtype", ["fp8", "int8", "float", "", None, 32])
 def test_unknown_dtype_is_a_clear_error(dtype):
-    with pytest.raises(ValueError, match="unknown dtype .* valid: fp32, bf16, fp16"):
+    with pytest.raises(ValueError, match="unknown dtype .* valid values: fp32, bf16, fp16"):
         hardware.time_matmul(8, dtype)
 
 
