@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Callable
 
-from course_lib import formats, memory
+from course_lib import formats, memory, quant
 
 
 @dataclass
@@ -149,3 +149,57 @@ chapter04 = SimpleNamespace(
         hint="4 bits per code plus the 32 bits of the block's scale shared by its 32 values.",
     ),
 )
+
+
+def _zeropoint_roundtrip(values: tuple[float, ...], index: int, bits: int) -> float:
+    """What ``values[index]`` comes back as under per-tensor zero-point quantization with ``bits`` bits."""
+    import torch
+
+    config = quant.QuantConfig(bits, "zeropoint", "tensor", scale_dtype="fp32")
+    return float(quant.quantize_dequantize(torch.tensor(values), config)[index])
+
+
+def _lora_parameters(n_in: int, n_out: int, rank: int) -> float:
+    """Trainable parameters of one LoRA adapter, counted on a real LoRALinear (base on the meta device)."""
+    from torch import nn
+
+    from course_lib.lora import LoRALinear, count_trainable
+
+    return float(count_trainable(LoRALinear(nn.Linear(n_in, n_out, device="meta"), rank=rank))[0]
+                 - n_in * n_out - n_out)
+
+
+#: Chapter 5, "Quantization".
+chapter05 = SimpleNamespace(
+    q1=Exercise(
+        "INT4 with zero points, groups of 128: each group stores one FP16 scale and one 4-bit zero point. "
+        "How many bits does one weight cost, overhead included?",
+        lambda: quant.bits_per_value((4096, 4096), "int4-g128"),
+        unit="bits",
+        rel_tol=1e-9,
+        hint="4 bits of code, plus (16 + 4) bits shared by the 128 weights of the group.",
+    ),
+    q2=Exercise(
+        "A tensor holds -1.0, 2.0 and 0.75. Quantized per tensor with 4-bit zero-point quantization "
+        "(scale = (max - min) / 15, zero = round(-min / scale)), what value does 0.75 come back as?",
+        lambda: _zeropoint_roundtrip((-1.0, 2.0, 0.75), 2, 4),
+        rel_tol=1e-6,
+        hint="scale = 3 / 15 = 0.2 and zero = 5; 0.75 / 0.2 = 3.75 rounds to 4, so the code is 9; decode (9 - 5) x 0.2.",
+    ),
+    q3=Exercise(
+        "NF4 with double quantization (blocks of 64, their scales stored in 8 bits in blocks of 256, one FP32 "
+        "constant per 256-block): bits per weight for a large matrix?",
+        lambda: quant.bits_per_value((65536, 4096), "nf4-dq"),
+        unit="bits",
+        rel_tol=1e-4,
+        hint="4 + 8/64 + 32/(64 x 256): the code, the 8-bit block scale, and the FP32 constant of each 256 blocks.",
+    ),
+    q4=Exercise(
+        "How many trainable parameters does a rank-8 LoRA adapter add to one 4096 x 4096 linear layer?",
+        lambda: _lora_parameters(4096, 4096, 8),
+        unit="parameters",
+        rel_tol=0,
+        hint="A is rank x in and B is out x rank: 8 x 4096 + 4096 x 8.",
+    ),
+)
+

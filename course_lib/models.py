@@ -98,12 +98,16 @@ __all__ = [
     "plot_scaling",
     "save_model",
     "scaling_study",
+    "scaling_models",
+    "SCALING_SIZES",
+    "SCALING_RECIPE",
     "tiny_config",
     "token_stream",
     "train",
     "train_model",
     "training_batches",
     "unigram_baseline",
+    "validation_loss",
 ]
 
 #: The three model kinds of chapter 1.
@@ -465,8 +469,9 @@ def train(
     kind = _check_kind(kind)
     device = torch.device(recipe.device)
     model.to(device).train()
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    trainable = [p for p in model.parameters() if p.requires_grad]  # frozen ones (LoRA) get no state
+    decay = [p for p in trainable if p.dim() >= 2]
+    no_decay = [p for p in trainable if p.dim() < 2]
     opt = torch.optim.AdamW(
         [{"params": decay, "weight_decay": recipe.weight_decay},
          {"params": no_decay, "weight_decay": 0.0}],
@@ -481,7 +486,7 @@ def train(
         batch = {k: v.to(device) for k, v in batch.items()}
         loss = model(**batch).loss
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.clip)
+        torch.nn.utils.clip_grad_norm_(trainable, recipe.clip)
         opt.step()
         opt.zero_grad(set_to_none=True)
         history.append(float(loss.item()))
@@ -1040,8 +1045,34 @@ class ScalingPoint:
         return 6.0 * self.n_params * self.tokens
 
 
+#: The scaling study's GPT-2 sizes as (hidden, layers), and the recipe they all share.
+SCALING_SIZES: tuple[tuple[int, int], ...] = ((32, 1), (64, 1), (96, 2), (128, 2))
+SCALING_RECIPE = Recipe(steps=40, seq_len=64)
+
+
+def scaling_models(
+    sizes: Sequence[tuple[int, int]] = SCALING_SIZES,
+    recipe: Recipe | None = None,
+    tokenizer: PreTrainedTokenizerBase | None = None,
+    *,
+    heads: int = 2,
+    progress: bool = True,
+) -> list[TrainedModel]:
+    """One GPT-2 per (hidden, layers), all trained with the same recipe (cached like :func:`train_model`)."""
+    recipe = recipe if recipe is not None else SCALING_RECIPE
+    tokenizer = tokenizer if tokenizer is not None else data.course_tokenizer()
+    return [train_model("gpt2", tiny_config("gpt2", tokenizer, hidden=hidden, layers=layers, heads=heads,
+                                            context=recipe.seq_len), recipe, tokenizer, progress=progress)
+            for hidden, layers in sizes]
+
+
+def validation_loss(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, window: int) -> float:
+    """Mean token loss on the validation split, non-overlapping windows of ``window`` tokens."""
+    return perplexity(model, tokenizer, split="validation", window=window, stride=window).mean_nll
+
+
 def scaling_study(
-    sizes: Sequence[tuple[int, int]] = ((32, 1), (64, 1), (96, 2), (128, 2)),
+    sizes: Sequence[tuple[int, int]] = SCALING_SIZES,
     recipe: Recipe | None = None,
     tokenizer: PreTrainedTokenizerBase | None = None,
     *,
@@ -1054,18 +1085,13 @@ def scaling_study(
     the held-out loss is the mean token loss on the course's validation split with
     non-overlapping windows of the recipe's length. Results are cached like :func:`train_model`.
     """
-    recipe = recipe if recipe is not None else Recipe(steps=40, seq_len=64)
+    recipe = recipe if recipe is not None else SCALING_RECIPE
     tokenizer = tokenizer if tokenizer is not None else data.course_tokenizer()
     points = []
-    for hidden, layers in sizes:
-        cfg = tiny_config("gpt2", tokenizer, hidden=hidden, layers=layers, heads=heads,
-                          context=recipe.seq_len)
-        t = train_model("gpt2", cfg, recipe, tokenizer, progress=progress)
-        val = perplexity(t.model, tokenizer, split="validation", window=recipe.seq_len,
-                         stride=recipe.seq_len)
+    for (hidden, layers), t in zip(sizes, scaling_models(sizes, recipe, tokenizer, heads=heads, progress=progress)):
         points.append(ScalingPoint(hidden, layers, count_parameters(t.model),
                                    count_parameters(t.model, embeddings=False), recipe.tokens,
-                                   val.mean_nll, t.seconds))
+                                   validation_loss(t.model, tokenizer, recipe.seq_len), t.seconds))
     return points
 
 

@@ -12,9 +12,12 @@ them back (scales, zero points). Three choices decide how well it works:
   output feature) or one per group of ``group_size`` consecutive values along a row;
 * the **bits**: 2 to 8 here.
 
-Rounding follows torch's quantized tensors: ``code = round_half_even(x * (1 / scale)) + zero``,
-clamped to the grid, so per-tensor and per-channel INT8 give the same integers as
-``torch.quantize_per_tensor`` / ``torch.quantize_per_channel`` (tests/test_quant.py checks it).
+Rounding follows torch: ``code = round_half_even(x * (1 / scale)) + zero``, clamped to the grid.
+Absmax INT8 per tensor and per channel gives the same integers as ``torch.quantize_per_tensor`` /
+``torch.quantize_per_channel``, and every scheme and bit width the same values as
+``torch.fake_quantize_per_tensor_affine`` / ``..._per_channel_affine``. (``torch.quantize_per_*``
+with a non-zero zero point rounds ``zero + x / scale`` as one number, so at exact .5 ties with an
+odd zero point it lands one code away; tests/test_quant.py records both behaviours.)
 
 Storage is real: codes are bit-packed into a ``uint8`` tensor (two 4-bit codes per byte, eight
 3-bit codes per three bytes), zero points are packed the same way, and scales are stored in
@@ -269,9 +272,19 @@ class _Codes:
 
 
 def _round_scale(scale: torch.Tensor, config: QuantConfig) -> torch.Tensor:
-    """The scales as they will be stored (rounded to ``scale_dtype``), back in float32."""
+    """The scales as they will be stored in ``scale_dtype``, back in float32.
+
+    A stored scale is rounded *up* to the next value of its dtype, never down: a smaller scale
+    would push the group's extreme values past the last code, where clamping costs more than half
+    a step; a slightly larger one keeps every value within half a step of its code.
+    """
     scale = torch.where(scale > 0, scale, torch.ones_like(scale))  # an all-zero group: any scale works
-    stored = scale.to(SCALE_DTYPES[config.scale_dtype]).float()
+    dtype = SCALE_DTYPES[config.scale_dtype]
+    stored = scale.to(dtype)
+    if bool(torch.isfinite(stored).all()) and not bool((stored == 0).any()):
+        below = stored.float() < scale
+        stored = torch.where(below, torch.nextafter(stored, torch.full_like(stored, math.inf)), stored)
+    stored = stored.float()
     if not bool(torch.isfinite(stored).all()) or bool((stored == 0).any()):
         raise ValueError(f"a scale ({float(scale.min()):.3g} .. {float(scale.max()):.3g}) does not fit "
                          f"in {config.scale_dtype}; use scale_dtype='fp32'")

@@ -69,7 +69,7 @@ class QuantizedWeight(nn.Module):
         return f"{self.config.label}, shape={self.shape}, {self.qtensor().bits_per_value:.3f} bits/value"
 
 
-def _weight_matrix(module: nn.Module) -> torch.Tensor:
+def weight_matrix(module: nn.Module) -> torch.Tensor:
     """A linear layer's weight as (out features, in features); GPT-2's Conv1D stores it transposed."""
     return module.weight.t() if isinstance(module, Conv1D) else module.weight
 
@@ -96,7 +96,7 @@ class QuantLinear(nn.Module):
         if not isinstance(module, (nn.Linear, Conv1D)):
             raise ValueError(f"{name} is a {type(module).__name__}; QuantLinear replaces nn.Linear or "
                              "transformers' Conv1D")
-        q = _quantize_named(_weight_matrix(module), config, f"{name}.weight")
+        q = _quantize_named(weight_matrix(module), config, f"{name}.weight")
         return cls(QuantizedWeight(q), module.bias, act_bits)
 
     @property
@@ -193,7 +193,7 @@ def quantize_model(model: nn.Module, config: QuantConfig | str, *, embeddings: b
             continue  # tied to an embedding that stays in float32: keep the tie
         qweight = shared.get(id(weight))
         if qweight is None:
-            matrix = weight if isinstance(module, nn.Embedding) else _weight_matrix(module)
+            matrix = weight if isinstance(module, nn.Embedding) else weight_matrix(module)
             qweight = QuantizedWeight(_quantize_named(matrix, config, f"{name}.weight"))
             shared[id(weight)] = qweight
         if isinstance(module, nn.Embedding):
@@ -310,7 +310,7 @@ def prepare_qat(model: nn.Module, config: QuantConfig | str, *, embeddings: bool
         if not embeddings and module.weight is getattr(model.get_input_embeddings(), "weight", None):
             continue
         try:
-            quant.geometry(tuple(_weight_matrix(module).shape) if not isinstance(module, nn.Embedding)
+            quant.geometry(tuple(weight_matrix(module).shape) if not isinstance(module, nn.Embedding)
                            else tuple(module.weight.shape), config)
         except ValueError as err:
             raise ValueError(f"cannot quantize {name}.weight: {err}") from None
