@@ -367,7 +367,8 @@ def _texts_fingerprint(texts: Sequence[str]) -> str:
 def token_stream(texts: Sequence[str] | str, tokenizer: PreTrainedTokenizerBase) -> torch.Tensor:
     """Tokenize documents without special tokens and join them with one EOS token between each two.
 
-    A single string counts as one document. Returns a 1-D ``torch.long`` tensor.
+    A single string counts as one document. Returns a 1-D ``torch.long`` tensor (shared by calls with
+    the same texts and tokenizer: the last few streams are remembered, so do not modify it in place).
     """
     if isinstance(texts, str):
         texts = [texts]
@@ -378,12 +379,22 @@ def token_stream(texts: Sequence[str] | str, tokenizer: PreTrainedTokenizerBase)
     if eos is None:
         raise ValueError("The tokenizer has no EOS token to put between documents; set "
                          "tokenizer.eos_token, or use course_lib.data.course_tokenizer().")
+    key = (_fingerprint(tokenizer), _texts_fingerprint(texts))
+    if key in _TEXT_STREAMS:
+        return _TEXT_STREAMS[key]
     ids: list[int] = []
     for i, row in enumerate(tokenizer(list(texts), add_special_tokens=False)["input_ids"]):
         if i:
             ids.append(int(eos))
         ids.extend(row)
-    return torch.tensor(ids, dtype=torch.long)
+    stream = torch.tensor(ids, dtype=torch.long)
+    if len(_TEXT_STREAMS) >= 8:
+        _TEXT_STREAMS.pop(next(iter(_TEXT_STREAMS)))
+    _TEXT_STREAMS[key] = stream
+    return stream
+
+
+_TEXT_STREAMS: dict[tuple[str, str], torch.Tensor] = {}
 
 
 _STREAMS: dict[tuple[str, str], torch.Tensor] = {}
