@@ -101,21 +101,47 @@ def ptq_table(results: Sequence[PTQResult], title: str | None = None) -> Table:
                   f"vs {base.method}"], rows, title=title)
 
 
+def _merged_labels(points: Sequence[tuple[float, float, str]], tol: float = 1e-3) -> list[tuple[float, float, str]]:
+    """Points that (almost) coincide become one point whose label names them all ("FP16 / BF16")."""
+    merged: list[tuple[float, float, str]] = []
+    for x, y, label in points:
+        for i, (mx, my, mlabel) in enumerate(merged):
+            if abs(mx - x) <= tol * max(abs(mx), 1e-12) and abs(my - y) <= tol * max(abs(my), 1e-12):
+                merged[i] = (mx, my, f"{mlabel} / {label}")
+                break
+        else:
+            merged.append((x, y, label))
+    return merged
+
+
 def plot_size_vs_perplexity(results: Sequence[PTQResult]) -> Any:
-    """Model bytes against perplexity, one labelled point per method."""
+    """Model bytes against perplexity, one labelled point per method; the 4-bit cluster enlarged on the right."""
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7.5, 4.2))
-    for r in results:
-        ax.scatter(r.model_bytes / 1e6, r.perplexity, s=36)
-        ax.annotate(r.method, (r.model_bytes / 1e6, r.perplexity), textcoords="offset points",
-                    xytext=(5, 4), fontsize=8)
-    ax.axhline(results[0].perplexity, color="grey", lw=0.8, ls="--", label=f"{results[0].method} perplexity")
-    ax.set_xscale("log")
-    ax.set_xlabel("model size in memory (MB, log scale)")
+    fig, (ax, zoom) = plt.subplots(1, 2, figsize=(11, 4.3), gridspec_kw={"width_ratios": [1.3, 1]})
+    points = [(r.model_bytes / 1e6, r.perplexity, r.method) for r in results]
+    four_bit = [p for p in points if "4" in p[2].split()[0]]
+    colours = {r.method: f"C{i % 10}" for i, r in enumerate(results)}  # one colour per method in both panels
+    for target, subset in ((ax, points), (zoom, four_bit)):
+        for i, (x, y, label) in enumerate(sorted(_merged_labels(subset))):
+            target.scatter(x, y, s=40, zorder=3, color=colours[label.split(" / ")[0]])
+            if target is zoom or (x, y, label) not in four_bit:  # neighbours' labels above and below in turn
+                target.annotate(label, (x, y), textcoords="offset points", xytext=(6, 5 if i % 2 else -13), fontsize=8)
+        target.axhline(results[0].perplexity, color="grey", lw=0.8, ls="--", label=f"{results[0].method}")
+        target.set_xlabel("model size in memory (MB)")
+    if four_bit:
+        xs, ys = [p[0] for p in four_bit], [p[1] for p in four_bit]
+        pad_x, pad_y = 0.15 * (max(xs) - min(xs)) + 1e-3, 0.25 * (max(ys) - min(ys)) + 1e-3
+        ax.add_patch(plt.Rectangle((min(xs) - pad_x, min(ys) - pad_y), max(xs) - min(xs) + 2 * pad_x,
+                                   max(ys) - min(ys) + 2 * pad_y, fill=False, ls=":", color="black"))
+        ax.annotate("4 bits: enlarged on the right", (max(xs) + pad_x, max(ys) + pad_y), textcoords="offset points",
+                    xytext=(8, 10), fontsize=8)
+        zoom.set_xlim(min(xs) - 2 * pad_x, max(xs) + 6 * pad_x)
+        zoom.set_title("the 4-bit methods", fontsize=10)
+    ax.set_xlim(right=max(p[0] for p in points) * 1.15)
     ax.set_ylabel("perplexity on the test split (lower is better)")
-    ax.set_title("The course model: size against quality after post-training quantization")
-    ax.legend(loc="upper right")
+    ax.set_title("Size against quality after post-training quantization", fontsize=10)
+    ax.legend(loc="upper right", fontsize=8)
     fig.tight_layout()
     return fig
 
@@ -300,10 +326,11 @@ def plot_error_vs_bits(x: torch.Tensor, families: dict[str, Sequence[str | Quant
 
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     for name, configs in families.items():
-        pts = [(quant.quantize(x, c).bits_per_value, quant.error_stats(x, c)["rmse"], describe(c)) for c in configs]
+        pts = [(quant.quantize(x, c).bits_per_value, quant.error_stats(x, c)["rmse"],
+                describe(c).split(" ", 2)[-1]) for c in configs]
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
-        for bits, rmse, label in pts:
-            ax.annotate(label.split()[-1], (bits, rmse), textcoords="offset points", xytext=(4, 4), fontsize=7)
+        for bits, rmse, label in _merged_labels(pts):
+            ax.annotate(label, (bits, rmse), textcoords="offset points", xytext=(5, 4), fontsize=8)
     ax.set_yscale("log")
     ax.set_xlabel("stored bits per value (codes + scales + zero points)")
     ax.set_ylabel("RMSE against FP32 (log scale)")

@@ -36,3 +36,26 @@ def test_landing_page_lists_chapters(offline_page, book_server):
     assert link.get_attribute("href").endswith("notebooks/02_memory_wall.html")
     assert "Open in Colab" in page.content()
     assert "Sharding with ZeRO and FSDP (planned)" in page.locator("main").inner_text()
+
+
+def test_chapter_5_renders_its_tables_and_plots_offline(offline_page, book_server):
+    page = offline_page
+    page.goto(f"{book_server}/notebooks/05_quantization.html")
+    text = page.locator("main").inner_text()
+    # The executed PTQ table and the goal checks are in the page, computed when the book was built.
+    assert "The course model after post-training quantization (test split)" in text
+    for method in ("INT8 absmax per channel", "INT4 zero-point g128", "NF4 + DQ", "INT3 zero-point g128"):
+        assert method in text
+    for goal in ("INT4 g128 takes at most 16% of the FP32 bytes", "NF4 + double quantization costs about 4.13 bits",
+                 "INT8 per channel stays within 1% of the FP32 perplexity", "quantizing the whole model takes under 5 s"):
+        assert f"yes {goal}" in text, goal
+    # The NF4 derivation matches the paper on every level, and Part II is in the navigation.
+    assert text.count("+0.72295684") >= 2
+    assert "Part II: Making models smaller" in page.locator("nav").first.inner_text() or \
+        "Making models smaller" in page.content()
+    # Every plot is an image that loaded (number line, error vs bits, histograms, NF4 levels, size vs perplexity).
+    images = page.locator(".cell_output img")
+    assert images.count() >= 5
+    for i in range(images.count()):
+        assert images.nth(i).evaluate("img => img.complete && img.naturalWidth > 300"), i
+    assert all("badge" in url for url in page.blocked), page.blocked
