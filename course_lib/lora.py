@@ -46,9 +46,11 @@ class LoRALinear(nn.Module):
         self.base = base
         self.rank, self.scaling = rank, alpha / rank
         # As in the LoRA paper: A random (Kaiming-uniform like nn.Linear), B zero, so B A = 0 at the start.
-        self.lora_a = nn.Parameter(torch.empty(rank, n_in))
+        tensor = next(iter([*base.parameters(), *base.buffers()]), None)
+        device = tensor.device if tensor is not None else None  # the adapters live where the layer lives
+        self.lora_a = nn.Parameter(torch.empty(rank, n_in, device=device))
         nn.init.kaiming_uniform_(self.lora_a, a=math.sqrt(5))
-        self.lora_b = nn.Parameter(torch.zeros(n_out, rank))
+        self.lora_b = nn.Parameter(torch.zeros(n_out, rank, device=device))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.base(x) + (x @ self.lora_a.t() @ self.lora_b.t()) * self.scaling

@@ -62,9 +62,10 @@ def llm_int8_matmul(x: torch.Tensor, w: torch.Tensor, threshold: float = 6.0) ->
     """
     _check_pair(x, w)
     cols = outlier_features(x, threshold)
-    keep = torch.ones(x.shape[1], dtype=torch.bool)
+    keep = torch.ones(x.shape[1], dtype=torch.bool, device=x.device)
     keep[cols] = False
-    y = int8_matmul(x[:, keep], w[:, keep]) if bool(keep.any()) else torch.zeros(x.shape[0], w.shape[0])
+    y = (int8_matmul(x[:, keep], w[:, keep]) if bool(keep.any())
+         else torch.zeros(x.shape[0], w.shape[0], device=x.device))
     if cols.numel():
         y = y + (x[:, cols].bfloat16() @ w[:, cols].bfloat16().t()).float()
     return y, cols

@@ -181,11 +181,11 @@ def pack_bits(codes: torch.Tensor, bits: int) -> torch.Tensor:
     if 8 % bits == 0:  # 1, 2 or 4 bits: whole codes per byte
         per = 8 // bits
         padded = torch.nn.functional.pad(flat, (0, (-n) % per)).reshape(-1, per)
-        shifts = torch.arange(per, dtype=torch.int32) * bits
+        shifts = torch.arange(per, dtype=torch.int32, device=flat.device) * bits
         return (padded << shifts).sum(1).to(torch.uint8)
-    stream = ((flat[:, None] >> torch.arange(bits, dtype=torch.int32)) & 1).reshape(-1)
+    stream = ((flat[:, None] >> torch.arange(bits, dtype=torch.int32, device=flat.device)) & 1).reshape(-1)
     stream = torch.nn.functional.pad(stream, (0, (-stream.numel()) % 8)).reshape(-1, 8)
-    return (stream << torch.arange(8, dtype=torch.int32)).sum(1).to(torch.uint8)
+    return (stream << torch.arange(8, dtype=torch.int32, device=flat.device)).sum(1).to(torch.uint8)
 
 
 def unpack_bits(packed: torch.Tensor, bits: int, n: int) -> torch.Tensor:
@@ -198,10 +198,10 @@ def unpack_bits(packed: torch.Tensor, bits: int, n: int) -> torch.Tensor:
         return data[:n].to(torch.uint8)
     if 8 % bits == 0:
         per = 8 // bits
-        shifts = torch.arange(per, dtype=torch.int32) * bits
+        shifts = torch.arange(per, dtype=torch.int32, device=data.device) * bits
         return ((data[:, None] >> shifts) & ((1 << bits) - 1)).reshape(-1)[:n].to(torch.uint8)
-    stream = ((data[:, None] >> torch.arange(8, dtype=torch.int32)) & 1).reshape(-1)[: n * bits]
-    return (stream.reshape(n, bits) << torch.arange(bits, dtype=torch.int32)).sum(1).to(torch.uint8)
+    stream = ((data[:, None] >> torch.arange(8, dtype=torch.int32, device=data.device)) & 1).reshape(-1)[: n * bits]
+    return (stream.reshape(n, bits) << torch.arange(bits, dtype=torch.int32, device=data.device)).sum(1).to(torch.uint8)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -31,3 +31,15 @@ def test_q3_answer_is_the_smallest_that_fits():
     n = int(chapter02.q3.solution())
     cap = 80 * memory.GIB
     assert memory.zero_model_state_bytes(70e9, n, 3) <= cap < memory.zero_model_state_bytes(70e9, n - 1, 3)
+
+
+def test_chapter05_answers_worked_by_hand():
+    from course_lib.exercises import chapter05
+
+    assert chapter05.q1.feedback(4 + (16 + 4) / 128)[0]  # 4.15625 bits
+    assert chapter05.q2.feedback(0.8)[0]  # scale 0.2, zero 5, code round(3.75) + 5 = 9 -> (9 - 5) * 0.2
+    assert not chapter05.q2.feedback(0.6)[0]  # truncating 3.75 to 3 instead of rounding
+    assert chapter05.q3.feedback(4 + 8 / 64 + 32 / (64 * 256))[0]  # the QLoRA paper's 4.127
+    assert not chapter05.q3.feedback(4.5)[0]  # NF4 without double quantization
+    assert chapter05.q4.feedback(8 * 4096 + 4096 * 8)[0]
+    assert not chapter05.q4.feedback(8 * 4096)[0]  # only A counted

@@ -590,16 +590,19 @@ def test_hypothesis_requantizing_is_idempotent(cfg_shape, seed, log_mag, shift, 
 
 @settings(max_examples=60, deadline=None)
 @given(int_configs(scale_dtype=None), *tensor_args)
-def test_hypothesis_requantizing_with_rounded_up_scales_moves_codes_by_at_most_one(cfg_shape, seed, log_mag, shift, zeros):
+def test_hypothesis_requantizing_with_rounded_up_scales_stays_within_half_a_step(cfg_shape, seed, log_mag, shift, zeros):
     """A scale rounded up to fp16 / bf16 may leave the top code unused, so re-quantizing the decoded
-    values picks a slightly smaller scale; no code moves by more than one step."""
+    values can pick a smaller scale and other codes; the values still move by at most half a new step."""
     config, shape = cfg_shape
     x = hyp_tensor(shape, seed, log_mag, shift, zeros)
     q1 = Q.quantize(x, config)
-    moved = (Q.quantize(q1.dequantize(), config).codes().int() - q1.codes().int()).abs()
-    assert int(moved.max()) <= 1
+    first = q1.dequantize()
+    q2 = Q.quantize(first, config)
+    moved = (q2.dequantize().double() - first.double()).abs()
+    tol = 1e-6 * float(first.abs().max()) + 1e-12
+    assert bool((moved <= per_value(q2.scales().double(), q2) / 2 + tol).all())
     if config.scale_dtype == "fp32" and config.scheme == "absmax":
-        assert int(moved.max()) == 0
+        assert torch.equal(q2.codes(), q1.codes())
 
 
 @pytest.mark.parametrize("scheme", ["absmax", "zeropoint"])
