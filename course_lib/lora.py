@@ -35,6 +35,15 @@ def _features(module: nn.Module) -> tuple[int, int]:
     raise ValueError(f"LoRA wraps nn.Linear, Conv1D or QuantLinear layers, not {type(module).__name__}")
 
 
+def _placement(base: nn.Module) -> tuple[torch.device | None, torch.dtype]:
+    """Device and compute dtype of a layer: its weight's, or for QuantLinear (which decodes to the
+    input's dtype) its bias's, float32 without one."""
+    if isinstance(base, QuantLinear):
+        ref = base.bias if base.bias is not None else base.qweight.packed
+        return ref.device, base.bias.dtype if base.bias is not None else torch.float32
+    return base.weight.device, base.weight.dtype
+
+
 class LoRALinear(nn.Module):
     """A frozen linear layer plus a trainable low-rank update: ``base(x) + (alpha / r) * x A^T B^T``."""
 
@@ -46,11 +55,10 @@ class LoRALinear(nn.Module):
         self.base = base
         self.rank, self.scaling = rank, alpha / rank
         # As in the LoRA paper: A random (Kaiming-uniform like nn.Linear), B zero, so B A = 0 at the start.
-        tensor = next(iter([*base.parameters(), *base.buffers()]), None)
-        device = tensor.device if tensor is not None else None  # the adapters live where the layer lives
-        self.lora_a = nn.Parameter(torch.empty(rank, n_in, device=device))
+        device, dtype = _placement(base)  # the adapters live where the layer lives, in its dtype
+        self.lora_a = nn.Parameter(torch.empty(rank, n_in, device=device, dtype=dtype))
         nn.init.kaiming_uniform_(self.lora_a, a=math.sqrt(5))
-        self.lora_b = nn.Parameter(torch.zeros(n_out, rank, device=device))
+        self.lora_b = nn.Parameter(torch.zeros(n_out, rank, device=device, dtype=dtype))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.base(x) + (x @ self.lora_a.t() @ self.lora_b.t()) * self.scaling
@@ -59,14 +67,14 @@ class LoRALinear(nn.Module):
         return f"rank={self.rank}, scaling={self.scaling:g}"
 
 
-def add_lora(model: nn.Module, rank: int = 8, alpha: float = 16.0, targets: Iterable[str] = GPT2_TARGETS,
+def add_lora(model: nn.Module, rank: int = 8, alpha: float = 16.0, targets: str | Iterable[str] = GPT2_TARGETS,
              seed: int = 0) -> nn.Module:
     """A copy of ``model`` with every parameter frozen and LoRA adapters on the layers named in ``targets``.
 
     A layer is a target when the last part of its name is in ``targets``. The adapters'
     initialisation is seeded. Raises ValueError when no layer matches.
     """
-    targets = tuple(targets)
+    targets = (targets,) if isinstance(targets, str) else tuple(targets)
     model = copy.deepcopy(model)
     for p in model.parameters():
         p.requires_grad_(False)

@@ -239,7 +239,11 @@ def quantization_by_size(configs: Sequence[str | QuantConfig] = ("int4-channel",
     """
     tokenizer = _tokenizer(tokenizer)
     window = models.SCALING_RECIPE.seq_len
-    out: dict[str, list[SizeRow]] = {describe(c): [] for c in configs}
+    labels = [describe(c) for c in configs]
+    if len(set(labels)) < len(labels):
+        raise ValueError(f"two configurations share a label ({', '.join(labels)}); compare configurations that "
+                         "differ in bits, scheme or granularity")
+    out: dict[str, list[SizeRow]] = {label: [] for label in labels}
     for t in models.scaling_models(tokenizer=tokenizer, progress=progress):
         n = models.count_parameters(t.model)
         fp32 = models.validation_loss(t.model, tokenizer, window)

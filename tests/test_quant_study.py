@@ -1,0 +1,544 @@
+"""Tests for course_lib.quant_study: chapter 5's experiments, run on tiny models built here.
+
+What this file proves (the course model itself is never built or loaded):
+
+* ``test_perplexity`` is ``models.perplexity`` with windows of 128 and no overlap, on the test split
+  unless ``texts`` are given;
+* ``ptq_study`` quantizes with each method in order and reports ``describe`` labels, the bytes of
+  ``quantize_model``'s result (FP16 exactly half of FP32), its safetensors size, bits per weight as
+  counted here from the matrix shapes, and ``test_perplexity`` of each quantized copy (that function
+  is monkeypatched to a fast one on a few validation stories that records the models it is given,
+  because ptq_study has no ``texts=`` argument); ``ptq_table`` compares every row with the first;
+* ``weights_at_precision`` / ``billion_table``: FP32 is 4 bytes per parameter, quantized presets
+  cost ``storage_bytes`` of the GPT-2 matrices (listed here independently) plus 4 bytes for every
+  other parameter, the same bytes ``quantize_model`` really stores for a small GPT-2 of that shape,
+  and INT4 g128 lands at 4.156-4.3 bits per parameter for a billion parameters;
+* ``qat`` returns a really quantized model equal to prepare_qat + train + finish_qat +
+  quantize_model done by hand; ``finetune`` returns one loss per step;
+* ``lowercase_split``, ``quantization_by_size`` (with ``models.scaling_models`` monkeypatched to two
+  tiny models and the validation loss to a fast one), ``SizeRow``, ``trend`` and ``size_table``;
+* ``nf4_derivation`` matches the paper on all 16 levels; ``torch_crosscheck`` reports agreement
+  with torch's quantizers on every value; ``compare_configs`` bits are the stored bits per value;
+  every ``plot_*`` returns a Figure with labelled axes; ``plot_number_line`` refuses several scales.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from types import SimpleNamespace
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import pytest
+import torch
+from matplotlib.figure import Figure
+from torch import nn
+from transformers import GPT2Config, GPT2LMHeadModel
+
+from course_lib import data, memory, models, quant
+from course_lib import quant_layers as L
+from course_lib import quant_study as S
+from course_lib.quant import QuantConfig
+
+HIDDEN = 64  # a multiple of 64: every group size used here (32, 64) divides every row
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Small matrices on a shared 2-core machine: one thread is faster and leaves the other core alone."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return data.course_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def few() -> list[str]:
+    """A few validation stories: enough tokens for windows of 128, fast to score."""
+    return data.load_corpus("course", "validation")[:20]
+
+
+def build(tok, hidden: int = HIDDEN, layers: int = 1, context: int = 128, seed: int = 0) -> nn.Module:
+    cfg = models.tiny_config("gpt2", tok, hidden=hidden, layers=layers, heads=2, context=context)
+    return models.build_model(cfg, seed=seed).eval()
+
+
+@pytest.fixture(scope="module")
+def tiny(tok) -> nn.Module:
+    return build(tok)
+
+
+def matrices_of(model: nn.Module) -> list[tuple[int, int]]:
+    """(out, in) of the tiny GPT-2's quantized matrices, read from the modules: the embedding, then Conv1Ds."""
+    shapes = [tuple(model.transformer.wte.weight.shape)]
+    for block in model.transformer.h:
+        for conv in (block.attn.c_attn, block.attn.c_proj, block.mlp.c_fc, block.mlp.c_proj):
+            n_in, n_out = conv.weight.shape
+            shapes.append((n_out, n_in))
+    return shapes
+
+
+def ppl_on(texts, model, tokenizer) -> float:
+    return models.perplexity(model, tokenizer, texts=texts, window=128, stride=128).perplexity
+
+
+# ---------------------------------------------------------------------------------------------
+# test_perplexity
+# ---------------------------------------------------------------------------------------------
+
+def test_test_perplexity_uses_windows_of_128_without_overlap(tiny, tok, few):
+    got = S.test_perplexity(tiny, tok, texts=few)
+    assert got == ppl_on(few, tiny, tok)
+    assert got != models.perplexity(tiny, tok, texts=few, window=128, stride=64).perplexity
+
+
+def test_test_perplexity_reads_the_test_split(monkeypatch, tiny, tok):
+    calls = []
+
+    def spy(model, tokenizer=None, **kwargs):
+        calls.append((model, tokenizer, kwargs))
+        return models.Perplexity(12.5, math.log(12.5), 10, 1, 128, 128, "x")
+
+    monkeypatch.setattr(models, "perplexity", spy)
+    assert S.test_perplexity(tiny, tok) == 12.5
+    (model, tokenizer, kwargs), = calls
+    assert model is tiny and tokenizer is tok
+    assert kwargs == {"split": "test", "texts": None, "window": 128, "stride": 128}
+
+
+# ---------------------------------------------------------------------------------------------
+# Post-training quantization
+# ---------------------------------------------------------------------------------------------
+
+METHODS = ("fp32", "fp16", "int8-channel", "int4-g32")
+
+
+@pytest.fixture(scope="module")
+def ptq(tiny, tok, few):
+    """ptq_study with test_perplexity replaced by a fast recording one (ptq_study takes no texts=)."""
+    seen = []
+
+    def fake(model, tokenizer=None, texts=None):
+        seen.append((model, tokenizer, texts))
+        return ppl_on(few, model, tokenizer)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(S, "test_perplexity", fake)
+    try:
+        results = S.ptq_study(tiny, METHODS, tok, progress=False)
+    finally:
+        mp.undo()
+    return results, seen
+
+
+def test_ptq_study_rows(ptq, tiny):
+    results, _ = ptq
+    assert [r.method for r in results] == [L.describe(m) for m in METHODS]
+    assert [r.method for r in results] == ["FP32", "FP16", "INT8 absmax per channel", "INT4 zero-point g32"]
+    n = models.count_parameters(tiny)
+    assert results[0].model_bytes == L.model_bytes(tiny) == 4 * n
+    assert 2 * results[1].model_bytes == results[0].model_bytes
+    for r, m in zip(results, METHODS):
+        q = L.quantize_model(tiny, m)
+        assert r.model_bytes == L.model_bytes(q), m
+        assert r.file_bytes == L.safetensors_bytes(q), m
+        assert r.file_bytes > r.model_bytes  # the file adds a header
+        assert r.seconds >= 0 and math.isfinite(r.perplexity)
+    # bits per weight counted here: INT8 per channel = codes + one fp16 scale per row;
+    # INT4 zero-point g32 = 4-bit codes + per group an fp16 scale and a 4-bit zero point
+    shapes = matrices_of(tiny)
+    numel = sum(o * i for o, i in shapes)
+    int8 = sum(o * i + 2 * o for o, i in shapes)
+    int4 = sum(o * i // 2 + 2 * (o * i // 32) + math.ceil(o * i // 32 / 2) for o, i in shapes)
+    assert [r.bits for r in results] == pytest.approx([32.0, 16.0, 8 * int8 / numel, 8 * int4 / numel])
+
+
+def test_ptq_study_scores_each_quantized_copy(ptq, tiny, tok, few):
+    results, seen = ptq
+    assert len(seen) == len(METHODS)
+    assert all(tokenizer is tok and texts is None for _, tokenizer, texts in seen)
+    models_seen = [m for m, _, _ in seen]
+    assert all(m is not tiny for m in models_seen)  # copies: the original is not modified
+    assert next(models_seen[1].parameters()).dtype == torch.float16
+    for m, name in zip(models_seen[2:], METHODS[2:]):
+        assert m.quantization == quant.get_config(name)
+        assert any(isinstance(x, L.QuantLinear) for x in m.modules())
+    assert results[0].perplexity == ppl_on(few, tiny, tok)
+    assert results[3].perplexity == ppl_on(few, L.quantize_model(tiny, "int4-g32"), tok)
+    assert results[3].perplexity != results[0].perplexity
+    assert all(isinstance(p, nn.Parameter) and p.dtype == torch.float32 for p in tiny.parameters())
+
+
+def test_ptq_table(ptq):
+    results, _ = ptq
+    table = S.ptq_table(results, title="PTQ")
+    assert table.headers == ["method", "bits / weight", "model (kB)", "of FP32", "file (kB)", "perplexity",
+                             "vs FP32"]
+    assert table.title == "PTQ" and len(table.rows) == len(results)
+    first = table.rows[0]
+    assert first[0] == "FP32" and first[1] == "32.000" and first[3] == "100.0%" and first[-1] == "+0.00%"
+    assert table.rows[1][3] == "50.0%"
+    for r, row in zip(results, table.rows):
+        assert row[2] == f"{r.model_bytes / 1e3:,.1f}" and row[4] == f"{r.file_bytes / 1e3:,.1f}"
+        assert row[5] == f"{r.perplexity:.4f}"
+        change = 100 * (r.perplexity / results[0].perplexity - 1)
+        assert float(row[-1].rstrip("%")) == pytest.approx(change, abs=0.006)
+
+
+def test_plot_size_vs_perplexity(ptq):
+    results, _ = ptq
+    extra = S.PTQResult("BF16", 16.0, results[1].model_bytes, results[1].file_bytes, results[1].perplexity, 0.0)
+    fig = S.plot_size_vs_perplexity([*results, extra])  # FP16 and BF16 coincide: one merged point
+    assert isinstance(fig, Figure) and len(fig.axes) == 2
+    main = fig.axes[0]
+    assert main.get_xlabel() and main.get_ylabel()
+    assert all(ax.get_xlabel() for ax in fig.axes)
+    texts = [t.get_text() for t in main.texts]
+    assert "FP16 / BF16" in texts
+
+
+# ---------------------------------------------------------------------------------------------
+# A billion parameters
+# ---------------------------------------------------------------------------------------------
+
+def gpt2_matrices(shape: memory.ModelShape) -> list[tuple[int, int]]:
+    h = shape.hidden
+    return [(shape.vocab, h)] + [(3 * h, h), (h, h), (4 * h, h), (h, 4 * h)] * shape.n_layers
+
+
+def test_model_matrices_and_the_parameter_count():
+    shape = memory.shape_for_params(1e9)
+    h, layers = shape.hidden, shape.n_layers
+    assert S.model_matrices(shape) == gpt2_matrices(shape)
+    n_matrix = sum(o * i for o, i in gpt2_matrices(shape))
+    assert n_matrix == shape.vocab * h + 12 * layers * h * h
+    # the rest: position embeddings, 13h of biases and layer norms per layer, the final layer norm
+    assert n_matrix + shape.positions * h + 13 * h * layers + 2 * h == shape.n_params
+
+
+@pytest.mark.parametrize("method", ["int8-channel", "int4-g128", "int4-g64", "int4-g32", "nf4", "nf4-dq",
+                                    "int3-g128", QuantConfig(6, "absmax", "group", 64)])
+def test_weights_at_precision_quantized(method):
+    shape = memory.shape_for_params(1e9)
+    b = S.weights_at_precision(shape, method)
+    mats = gpt2_matrices(shape)
+    parts = [quant.storage_bytes(m, method) for m in mats]
+    codes = sum(p["codes"] for p in parts)
+    overhead = sum(sum(p.values()) - p["codes"] for p in parts)
+    rest = 4 * (shape.n_params - sum(o * i for o, i in mats))
+    assert b["codes"] == codes and b["overhead"] == overhead and b["rest"] == rest
+    assert b["total"] == codes + overhead + rest
+    bits = quant.get_config(method).bits
+    assert codes == sum(math.ceil(o * i * bits / 8) for o, i in mats)
+
+
+@pytest.mark.parametrize("method, nbytes", [("fp32", 4), ("fp16", 2), ("bf16", 2)])
+def test_weights_at_precision_float(method, nbytes):
+    shape = memory.shape_for_params(1e9)
+    b = S.weights_at_precision(shape, method)
+    assert b["total"] == nbytes * shape.n_params
+    assert b["overhead"] == 0 and b["rest"] == 0
+
+
+@pytest.mark.parametrize("method", ["fp32", "fp16", "int8-channel", "int4-g32", "nf4-dq", "int3-g128"])
+def test_weights_at_precision_is_what_quantize_model_stores(method):
+    """On a small GPT-2 the estimate equals the bytes of the really quantized model."""
+    shape = memory.ModelShape(n_layers=2, hidden=128, n_heads=2, vocab=320, positions=48)
+    config = GPT2Config(vocab_size=shape.vocab, n_embd=shape.hidden, n_layer=shape.n_layers, n_head=2,
+                        n_positions=shape.positions, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(config)
+    assert models.count_parameters(model) == shape.n_params
+    assert S.weights_at_precision(shape, method)["total"] == L.model_bytes(L.quantize_model(model, method))
+
+
+def test_billion_table():
+    shape = memory.shape_for_params(1e9)
+    table = S.billion_table(1e9)
+    assert [r[0] for r in table.rows] == [L.describe(m) for m in S.PTQ_METHODS]
+    bits = {r[0]: float(r[1]) for r in table.rows}
+    assert bits["FP32"] == 32.0 and bits["FP16"] == bits["BF16"] == 16.0
+    assert 4.156 < bits["INT4 zero-point g128"] < 4.3
+    assert bits["INT4 zero-point g128"] < bits["INT4 zero-point g64"] < bits["INT4 zero-point g32"]
+    assert bits["NF4 + DQ"] < bits["NF4"]
+    assert 3 < bits["INT3 zero-point g128"] < 3.3
+    fp32 = table.rows[0]
+    assert fp32[-1] == f"{4 * shape.n_params / 1e9:.3f}"
+    assert f"{shape.n_params:,} parameters" in table.title
+
+
+# ---------------------------------------------------------------------------------------------
+# QAT and fine-tuning
+# ---------------------------------------------------------------------------------------------
+
+RECIPE = models.Recipe(steps=2, batch_size=2, seq_len=32, lr=1e-3, warmup_steps=1, seed=3)
+
+
+def test_qat_returns_the_really_quantized_trained_model(tiny, tok):
+    before = {k: v.clone() for k, v in tiny.state_dict().items()}
+    result = S.qat(tiny, "int8-channel", RECIPE, tok, progress=False)
+    assert result.label == "QAT INT8 absmax per channel"
+    assert len(result.history) == RECIPE.steps and all(math.isfinite(h) for h in result.history)
+    q = result.model
+    assert any(isinstance(m, L.QuantLinear) for m in q.modules())
+    assert isinstance(q.transformer.wte, L.QuantEmbedding)
+    assert not any(hasattr(m, "parametrizations") for m in q.modules())
+    ids = torch.randint(0, len(tok), (2, 24), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        out = q(ids).logits
+    assert torch.isfinite(out).all()
+    # the same steps by hand
+    fake = L.prepare_qat(tiny, "int8-channel")
+    history = models.train(fake, "gpt2", tok, RECIPE, progress=False)
+    with torch.no_grad():
+        trained_with = fake(ids).logits  # what the fake-quantized model computes after training
+    expected = L.quantize_model(L.finish_qat(fake), "int8-channel")
+    assert torch.allclose(out, trained_with, rtol=1e-4, atol=1e-4)
+    assert history == result.history
+    with torch.no_grad():
+        assert torch.equal(out, expected(ids).logits)
+        assert not torch.equal(out, L.quantize_model(tiny, "int8-channel")(ids).logits)  # it did train
+    assert all(torch.equal(before[k], v) for k, v in tiny.state_dict().items())  # original untouched
+
+
+def test_finetune_trains_in_place_and_returns_the_history(tok, few):
+    model = build(tok, hidden=32, context=64, seed=4)
+    w = model.transformer.h[0].mlp.c_fc.weight.detach().clone()
+    recipe = models.Recipe(steps=3, batch_size=2, seq_len=32, lr=1e-3, warmup_steps=1)
+    result = S.finetune(model, "full", recipe, tok, texts=few, progress=False)
+    assert result.label == "full" and result.model is model
+    assert len(result.history) == recipe.steps and all(math.isfinite(h) for h in result.history)
+    assert result.history == pytest.approx(
+        models.train(build(tok, hidden=32, context=64, seed=4), "gpt2", tok, recipe, texts=few, progress=False))
+    assert result.seconds > 0
+    assert not torch.equal(model.transformer.h[0].mlp.c_fc.weight, w)
+
+
+def test_lowercase_split():
+    original = data.load_corpus("course", "validation")
+    lowered = S.lowercase_split("validation")
+    assert len(lowered) == len(original)
+    assert lowered == [t.lower() for t in original]
+    assert lowered != original
+    with pytest.raises(ValueError):
+        S.lowercase_split("nope")
+
+
+# ---------------------------------------------------------------------------------------------
+# Quantization by model size
+# ---------------------------------------------------------------------------------------------
+
+def test_quantization_by_size(monkeypatch, tok, few):
+    small, large = build(tok, hidden=32, context=64, seed=1), build(tok, hidden=64, context=64, seed=2)
+    asked = {}
+
+    def fake_scaling_models(**kwargs):
+        asked.update(kwargs)
+        return [SimpleNamespace(model=small), SimpleNamespace(model=large)]
+
+    def loss(model, tokenizer, window):  # the validation loss on a few stories, to stay fast
+        assert window == models.SCALING_RECIPE.seq_len
+        return models.perplexity(model, tokenizer, texts=few, window=window, stride=window).mean_nll
+
+    monkeypatch.setattr(models, "scaling_models", fake_scaling_models)
+    monkeypatch.setattr(models, "validation_loss", loss)
+    configs = ("int4-channel", QuantConfig(3, "zeropoint", "channel"))
+    out = S.quantization_by_size(configs, tok, progress=False)
+    assert asked["tokenizer"] is tok
+    assert list(out) == ["INT4 zero-point per channel", "INT3 zero-point per channel"]
+    for config, (label, rows) in zip(configs, out.items()):
+        assert len(rows) == 2
+        for row, m in zip(rows, (small, large)):
+            assert row.n_params == models.count_parameters(m)
+            assert row.fp32_loss == loss(m, tok, 64)
+            assert row.quantized_loss == loss(L.quantize_model(m, config), tok, 64)
+            assert row.perplexity_change == pytest.approx(math.exp(row.quantized_loss - row.fp32_loss) - 1)
+    assert out["INT4 zero-point per channel"][0].n_params < out["INT4 zero-point per channel"][1].n_params
+
+    table = S.size_table(out)
+    assert len(table.headers) == 2 + len(configs)
+    assert table.headers[2:] == [f"{k}: perplexity change" for k in out]
+    assert len(table.rows) == 2
+    for i, row in enumerate(table.rows):
+        first = out["INT4 zero-point per channel"][i]
+        assert row[0] == f"{first.n_params:,}" and row[1] == f"{first.fp32_loss:.4f}"
+        assert row[2:] == [f"{out[k][i].perplexity_change:+.2%}" for k in out]
+
+
+def test_quantization_by_size_keeps_configs_with_the_same_label_apart(monkeypatch, tok, few):
+    small = build(tok, hidden=32, context=64, seed=1)
+    monkeypatch.setattr(models, "scaling_models", lambda **kwargs: [SimpleNamespace(model=small)])
+    monkeypatch.setattr(models, "validation_loss", lambda model, tokenizer, window: models.perplexity(
+        model, tokenizer, texts=few, window=window, stride=window).mean_nll)
+    configs = (QuantConfig(4, "absmax", "channel", scale_dtype="fp16"),
+               QuantConfig(4, "absmax", "channel", scale_dtype="fp32"))
+    # Two configurations that differ only in how scales are stored share a label: refused, not mixed.
+    with pytest.raises(ValueError, match="share a label"):
+        S.quantization_by_size(configs, tok, progress=False)
+
+
+def test_size_row_perplexity_change():
+    assert S.SizeRow(10, 2.0, 2.1).perplexity_change == pytest.approx(math.exp(0.1) - 1)
+    assert S.SizeRow(10, 2.0, 2.0).perplexity_change == 0.0
+    assert S.SizeRow(10, 2.0, 1.9).perplexity_change < 0
+
+
+def rows_with_changes(changes):
+    return [S.SizeRow(1000 * (i + 1), 3.0, 3.0 + math.log1p(c)) for i, c in enumerate(changes)]
+
+
+def test_trend_sentences():
+    shrinking = S.trend(rows_with_changes([0.08, 0.05, 0.02]))
+    assert "shrinks at every step" in shrinking
+    assert "1,000" in shrinking and "3,000" in shrinking and "+8.00%" in shrinking and "+2.00%" in shrinking
+    assert "across these 3 models" in shrinking
+    growing = S.trend(rows_with_changes([0.02, 0.05, 0.08]))
+    assert "it does not shrink across" in growing and "shrinks at every step" not in growing
+    bumpy = S.trend(rows_with_changes([0.08, 0.09, 0.02]))
+    assert "does not shrink steadily" in bumpy
+
+
+# ---------------------------------------------------------------------------------------------
+# NF4 and torch cross-checks
+# ---------------------------------------------------------------------------------------------
+
+def test_nf4_derivation():
+    table = S.nf4_derivation()
+    assert len(table.rows) == 16
+    assert [r[-1] for r in table.rows] == ["yes"] * 16
+    levels = [float(r[3]) for r in table.rows]
+    assert levels == pytest.approx(quant.nf4_codebook().tolist(), abs=1e-8)
+    probs = [float(r[1]) for r in table.rows]
+    assert probs == sorted(probs) and probs[7] == 0.5
+    z = [float(r[2]) for r in table.rows]
+    assert all((a > 0) == (b > 0) for a, b in zip(z, levels))
+    assert [r[0] for r in table.rows][:2] == [" 0 (0000)", " 1 (0001)"]
+
+
+def parse_share(cell: str) -> tuple[int, int]:
+    m = re.fullmatch(r"([\d,]+) of ([\d,]+)", cell)
+    assert m, cell
+    return int(m.group(1).replace(",", "")), int(m.group(2).replace(",", ""))
+
+
+def test_torch_crosscheck(tiny):
+    table = S.torch_crosscheck(tiny)
+    total = sum(o * i for o, i in matrices_of(tiny))  # the Conv1Ds and lm_head (same size as wte)
+    assert len(table.rows) == 4
+    for row in (table.rows[0], table.rows[1], table.rows[3]):
+        same, of = parse_share(row[2])
+        assert of == total and same == total, row
+    same, of = parse_share(table.rows[2][2])
+    assert of == total and total - same <= total // 1000  # rounding order: at most a rare tie differs
+    same, of = parse_share(table.rows[2][3])
+    assert same == of == total
+
+
+# ---------------------------------------------------------------------------------------------
+# compare_configs and the plots
+# ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def x() -> torch.Tensor:
+    return torch.randn(16, 64, generator=torch.Generator().manual_seed(9))
+
+
+def test_compare_configs(x):
+    configs = ["int8-tensor", "int8-channel", "int4-g32", "nf4", "nf4-dq"]
+    table = S.compare_configs(x, configs, title="one tensor")
+    assert table.title == "one tensor"
+    assert [r[0] for r in table.rows] == [L.describe(c) for c in configs]
+    for c, row in zip(configs, table.rows):
+        assert row[1] == f"{quant.quantize(x, c).bits_per_value:.3f}"
+        stats = quant.error_stats(x, c)
+        assert row[3] == f"{stats['rmse']:.5f}" and row[5] == f"{stats['snr_db']:.1f}"
+    bits = [r[1] for r in table.rows]
+    # by hand: 8 + 32/1024 (one fp32 scale), 8 + 16/64 (fp16 per row), 4 + (16 + 4)/32, 4 + 32/64
+    assert bits[:4] == ["8.031", "8.250", "4.625", "4.500"]
+    assert int(table.rows[0][2].replace(",", "")) <= 255
+    assert int(table.rows[3][2].replace(",", "")) <= 16 * (16 * 64 // 64)
+
+
+def labelled(ax) -> bool:
+    return bool(ax.get_xlabel()) and bool(ax.get_ylabel())
+
+
+def test_plot_error_vs_bits(x):
+    fig = S.plot_error_vs_bits(x, {"absmax per channel": ["int8-channel", QuantConfig(4, "absmax", "channel")],
+                                   "zero-point groups": ["int4-g64", "int4-g32"]})
+    assert isinstance(fig, Figure)
+    ax = fig.axes[0]
+    assert labelled(ax) and ax.get_yscale() == "log"
+    assert len(ax.lines) == 2
+    xs = list(ax.lines[1].get_xdata())
+    assert xs == pytest.approx([quant.quantize(x, c).bits_per_value for c in ("int4-g64", "int4-g32")])
+
+
+def test_plot_weight_histograms(tiny):
+    fig = S.plot_weight_histograms(tiny, "transformer.h.0.mlp.c_fc", ["int8-channel", "int4-g32"])
+    assert isinstance(fig, Figure) and len(fig.axes) == 3
+    assert labelled(fig.axes[0]) and all(ax.get_xlabel() for ax in fig.axes)
+    assert [ax.get_title() for ax in fig.axes] == ["FP32", "INT8 absmax per channel", "INT4 zero-point g32"]
+
+
+@pytest.mark.parametrize("config", ["int8-tensor", QuantConfig(3, "zeropoint", "tensor", scale_dtype="fp32")])
+def test_plot_number_line(config):
+    v = torch.tensor([-0.9, -0.31, 0.0, 0.12, 0.5, 1.7])
+    fig = S.plot_number_line(v, config)
+    assert isinstance(fig, Figure)
+    ax = fig.axes[0]
+    assert ax.get_xlabel()
+    cfg = quant.get_config(config)
+    levels = ax.collections[0].get_segments()
+    assert len(levels) == (255 if cfg.scheme == "absmax" else 2 ** cfg.bits)
+
+
+@pytest.mark.parametrize("config", ["int8-channel", "int4-g32", "nf4", QuantConfig(4, "zeropoint", "channel")])
+def test_plot_number_line_needs_one_scale(config):
+    with pytest.raises(ValueError, match="one scale"):
+        S.plot_number_line(torch.linspace(-1, 1, 64), config)
+
+
+def test_plot_nf4_levels(tiny):
+    fig = S.plot_nf4_levels(tiny.transformer.h[0].mlp.c_fc.weight)
+    assert isinstance(fig, Figure) and labelled(fig.axes[0])
+    red = [ln for ln in fig.axes[0].lines if ln.get_color() == "tab:red"]
+    assert len(red) == 16
+
+
+# ---------------------------------------------------------------------------------------------
+# Small tables
+# ---------------------------------------------------------------------------------------------
+
+def test_perplexity_table():
+    table = S.perplexity_table([("base", 10.0), ("int4", 11.5)], baseline=10.0)
+    assert table.rows == [["base", "10.0000", "+0.00%"], ["int4", "11.5000", "+15.00%"]]
+
+
+def test_style_table(monkeypatch, tok):
+    calls = []
+
+    def fake(model, tokenizer=None, texts=None):
+        calls.append((model, tokenizer, texts))
+        return 20.0 if texts is not None else 5.0
+
+    monkeypatch.setattr(S, "test_perplexity", fake)
+    a, b = nn.Linear(1, 1), nn.Linear(1, 1)
+    table = S.style_table({"A": a, "B": b}, ["once upon a time"], tok)
+    assert table.rows == [["A", "20.00", "5.000"], ["B", "20.00", "5.000"]]
+    assert [(m, t) for m, _, t in calls] == [(a, ["once upon a time"]), (a, None), (b, ["once upon a time"]),
+                                             (b, None)]
