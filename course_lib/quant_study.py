@@ -15,10 +15,19 @@ import torch
 from torch import nn
 from transformers import PreTrainedTokenizerBase
 
-from course_lib import data, lora, memory, models, quant
+from course_lib import data, memory, models, quant
 from course_lib.quant import QuantConfig
-from course_lib.quant_layers import (FLOAT_DTYPES, weight_matrix, describe, effective_bits, finish_qat, model_bytes,
-                                     prepare_qat, quantize_model, safetensors_bytes)
+from course_lib.quant_layers import (
+    FLOAT_DTYPES,
+    describe,
+    effective_bits,
+    finish_qat,
+    model_bytes,
+    prepare_qat,
+    quantize_model,
+    safetensors_bytes,
+    weight_matrix,
+)
 from course_lib.tables import Table
 
 #: The methods of chapter 5's post-training quantization table, in order.

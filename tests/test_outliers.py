@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import math
 
+import conftest
 import pytest
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel
+from transformers import GPT2LMHeadModel
 
 from course_lib import outliers as O
 
@@ -33,13 +34,7 @@ D, VOCAB, LAYERS, POSITIONS = 64, 128, 2, 32
 OUTLIER, FACTOR = 17, 50.0
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small matrices on a shared 2-core machine: one thread is faster and leaves the other core alone."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -274,17 +269,8 @@ def test_relative_error_is_the_frobenius_ratio():
 
 @pytest.fixture(scope="module")
 def gpt2() -> GPT2LMHeadModel:
-    config = GPT2Config(vocab_size=VOCAB, n_embd=D, n_layer=LAYERS, n_head=2, n_positions=POSITIONS,
-                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-                        bos_token_id=0, eos_token_id=0, pad_token_id=0)
-    torch.manual_seed(0)
-    model = GPT2LMHeadModel(config)
-    g = torch.Generator().manual_seed(1)
-    with torch.no_grad():  # non-trivial layer norms, so that "the embedding" and "ln_1 of it" differ
-        for name, p in model.named_parameters():
-            if ".ln_" in name:
-                p.add_(0.3 * torch.randn(p.shape, generator=g))
-    return model.eval()
+    # Non-trivial layer norms, so that "the embedding" and "ln_1 of it" differ.
+    return conftest.tiny_gpt2(D, VOCAB, LAYERS, POSITIONS, seed=0, perturb=0.3, norms_only=True)
 
 
 @pytest.fixture(scope="module")

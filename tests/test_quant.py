@@ -31,18 +31,12 @@ from hypothesis import strategies as st
 from course_lib import quant as Q
 
 #: torch warns that its quantized tensors (quint8 / qint8) are deprecated; they are the reference here.
-pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
 
 FP32 = {"scale_dtype": "fp32"}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small tensors on a shared 2-core machine: one thread is many times faster than two."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning"), pytest.mark.usefixtures("one_torch_thread")]
 
 
 def spread_tensor(seed: int, shape: tuple[int, ...]) -> torch.Tensor:

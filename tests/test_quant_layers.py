@@ -19,11 +19,12 @@ from __future__ import annotations
 import copy
 import math
 
+import conftest
 import pytest
 import torch
 from torch import nn
 from torch.nn import functional as F
-from transformers import GPT2Config, GPT2LMHeadModel
+from transformers import GPT2LMHeadModel
 from transformers.pytorch_utils import Conv1D
 
 from course_lib import quant as Q
@@ -32,27 +33,11 @@ from course_lib import quant_layers as L
 D, VOCAB, LAYERS, POSITIONS = 128, 256, 2, 32  # D a multiple of 128 so that every g128 preset fits
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small matrices on a shared 2-core machine: one thread is many times faster than two."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def tiny_gpt2(seed: int = 0) -> GPT2LMHeadModel:
-    config = GPT2Config(vocab_size=VOCAB, n_embd=D, n_layer=LAYERS, n_head=2, n_positions=POSITIONS,
-                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-                        bos_token_id=0, eos_token_id=0, pad_token_id=0)
-    torch.manual_seed(seed)
-    model = GPT2LMHeadModel(config)
-    g = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():  # non-zero biases and layer-norm parameters, so that dropping one would show
-        for name, p in model.named_parameters():
-            if name.endswith("bias") or ".ln_" in name:
-                p.add_(0.05 * torch.randn(p.shape, generator=g))
-    return model.eval()
+    return conftest.tiny_gpt2(D, VOCAB, LAYERS, POSITIONS, seed)
 
 
 @pytest.fixture(scope="module")

@@ -46,13 +46,7 @@ from course_lib.quant import QuantConfig
 HIDDEN = 64  # a multiple of 64: every group size used here (32, 64) divides every row
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small matrices on a shared 2-core machine: one thread is faster and leaves the other core alone."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(autouse=True)

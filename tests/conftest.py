@@ -1,0 +1,37 @@
+"""Fixtures shared by the unit tests: one torch thread for small tensors, a seeded tiny GPT-2."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """Small tensors on a shared 2-core machine: one thread is many times faster than two, and leaves
+    the other core to whatever else runs. Modules opt in with ``pytest.mark.usefixtures``."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def tiny_gpt2(hidden: int, vocab: int, layers: int = 2, positions: int = 32, seed: int = 0,
+              perturb: float = 0.05, norms_only: bool = False) -> GPT2LMHeadModel:
+    """A seeded GPT-2 small enough for unit tests, in eval mode, with no dropout.
+
+    Biases and layer-norm parameters get seeded noise of size ``perturb`` (only the layer norms with
+    ``norms_only``), so that a layer that drops one, or two places that should differ, would show.
+    """
+    config = GPT2Config(vocab_size=vocab, n_embd=hidden, n_layer=layers, n_head=2, n_positions=positions,
+                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                        bos_token_id=0, eos_token_id=0, pad_token_id=0)
+    torch.manual_seed(seed)
+    model = GPT2LMHeadModel(config)
+    g = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if ".ln_" in name or (name.endswith("bias") and not norms_only):
+                p.add_(perturb * torch.randn(p.shape, generator=g))
+    return model.eval()
