@@ -453,7 +453,8 @@ def training_batches(
 # The training loop
 # ---------------------------------------------------------------------------------------------
 
-def _progress(iterable: Any, total: int, desc: str, progress: bool) -> Any:
+def progress_bar(iterable: Any, total: int, desc: str, progress: bool) -> Any:
+    """A tqdm bar over ``iterable`` (nothing drawn when ``progress`` is False or nothing can draw one)."""
     from tqdm.auto import tqdm
 
     # disable=None: a bar in terminals and notebooks that can draw one, nothing in logs.
@@ -489,7 +490,7 @@ def train(
         lr=recipe.lr, betas=recipe.betas,
     )
     history: list[float] = []
-    bar = _progress(training_batches(kind, tokenizer, recipe, texts), recipe.steps,
+    bar = progress_bar(training_batches(kind, tokenizer, recipe, texts), recipe.steps,
                     desc or f"training {kind}", progress)
     for step, batch in enumerate(bar):
         for group in opt.param_groups:

@@ -214,20 +214,26 @@ def unpack_bits(packed: torch.Tensor, bits: int, n: int) -> torch.Tensor:
 NF4_OFFSET = 0.9677083
 
 
-def nf4_codebook() -> torch.Tensor:
-    """NF4's 16 levels: quantiles of N(0, 1), 8 positive and 7 negative, an exact 0, scaled to [-1, 1].
+def nf4_quantiles() -> tuple[torch.Tensor, torch.Tensor]:
+    """The 16 probabilities NF4 starts from and their standard-normal quantiles z (float64), ascending.
 
-    The positive half takes the normal quantiles at 8 equally spaced probabilities from 0.5 to
-    ``NF4_OFFSET`` (leaving out 0.5 itself), the negative half at 7; two halves of different size
-    make the code asymmetric but give 0 a code of its own. Dividing by the largest quantile maps
-    the levels to [-1, 1], the range of a block divided by its absmax.
+    The positive half takes 8 equally spaced probabilities from 0.5 to ``NF4_OFFSET`` (leaving out
+    0.5 itself), the negative half the mirror images of 7; two halves of different size make the
+    code asymmetric but give 0 a code of its own.
     """
-    def quantiles(count: int) -> torch.Tensor:
-        probs = torch.linspace(NF4_OFFSET, 0.5, count + 1, dtype=torch.float32)[:-1]
-        return torch.special.ndtri(probs.double())
+    def half(count: int) -> torch.Tensor:
+        return torch.linspace(NF4_OFFSET, 0.5, count + 1, dtype=torch.float32)[:-1].double()
 
-    levels = torch.cat([-quantiles(7), torch.zeros(1, dtype=torch.float64), quantiles(8)]).float()
-    levels = torch.sort(levels).values
+    neg, pos = half(7), half(8)
+    probs = torch.cat([1 - neg, torch.full((1,), 0.5, dtype=torch.float64), pos])
+    z = torch.cat([-torch.special.ndtri(neg), torch.zeros(1, dtype=torch.float64), torch.special.ndtri(pos)])
+    order = torch.argsort(z)
+    return probs[order], z[order]
+
+
+def nf4_codebook() -> torch.Tensor:
+    """NF4's 16 levels: the quantiles of :func:`nf4_quantiles` divided by the largest, so in [-1, 1]."""
+    levels = nf4_quantiles()[1].float()
     return levels / levels.max()
 
 
@@ -263,8 +269,8 @@ def geometry(shape: tuple[int, ...] | torch.Size, config: QuantConfig) -> tuple[
 
 
 @dataclass(frozen=True)
-class _Codes:
-    """Unpacked quantization result: codes (R, G, S) uint8, scales and zero points (R, G)."""
+class Codes:
+    """Unpacked quantization result: codes (R, G, S) uint8, scales (float32) and zero points (uint8) (R, G)."""
 
     codes: torch.Tensor
     scale: torch.Tensor
@@ -291,14 +297,14 @@ def _round_scale(scale: torch.Tensor, config: QuantConfig) -> torch.Tensor:
     return stored
 
 
-def _quantize_codes(x: torch.Tensor, config: QuantConfig) -> _Codes:
+def _quantize_codes(x: torch.Tensor, config: QuantConfig) -> Codes:
     rows, groups, size = geometry(tuple(x.shape), config)
     g = x.detach().float().reshape(rows, groups, size)
     if config.scheme == "absmax":
         qmax = (1 << (config.bits - 1)) - 1
         scale = _round_scale(g.abs().amax(-1) / qmax, config)
         q = torch.clamp(torch.round(g * (1.0 / scale)[..., None]), -qmax, qmax)
-        return _Codes((q + (1 << (config.bits - 1))).to(torch.uint8), scale, None)
+        return Codes((q + (1 << (config.bits - 1))).to(torch.uint8), scale, None)
     if config.scheme == "zeropoint":
         top = (1 << config.bits) - 1
         lo = torch.clamp(g.amin(-1), max=0.0)
@@ -306,16 +312,16 @@ def _quantize_codes(x: torch.Tensor, config: QuantConfig) -> _Codes:
         scale = _round_scale((hi - lo) / top, config)
         zero = torch.clamp(-torch.round(lo / scale), 0, top)
         q = torch.clamp(torch.round(g * (1.0 / scale)[..., None]) + zero[..., None], 0, top)
-        return _Codes(q.to(torch.uint8), scale, zero.to(torch.uint8))
+        return Codes(q.to(torch.uint8), scale, zero.to(torch.uint8))
     # NF4: nearest of 16 levels after dividing each block by its absmax (float32 scales).
     absmax = g.abs().amax(-1)
     absmax = torch.where(absmax > 0, absmax, torch.ones_like(absmax))
     normed = g * (1.0 / absmax)[..., None]
     codes = torch.bucketize(normed.contiguous(), _NF4_EDGES.to(normed.device))
-    return _Codes(codes.to(torch.uint8), absmax, None)
+    return Codes(codes.to(torch.uint8), absmax, None)
 
 
-def _dequantize_codes(c: _Codes, config: QuantConfig) -> torch.Tensor:
+def _dequantize_codes(c: Codes, config: QuantConfig) -> torch.Tensor:
     if config.scheme == "nf4":
         return _NF4.to(c.codes.device)[c.codes.long()] * c.scale[..., None]
     offset = c.zero[..., None].float() if c.zero is not None else float(1 << (config.bits - 1))
@@ -380,7 +386,8 @@ class QTensor:
         """Stored bits per original value, overheads included (8 * nbytes / numel)."""
         return 8 * self.nbytes / self.numel
 
-    def _codes(self) -> _Codes:
+    def unpack(self) -> Codes:
+        """The codes, the scales as used to decode and the zero points, unpacked and shaped (rows, groups, ...)."""
         rows, groups, size = geometry(self.shape, self.config)
         bits = self.config.bits
         codes = unpack_bits(self.packed, bits, self.numel).reshape(rows, groups, size)
@@ -389,19 +396,19 @@ class QTensor:
             scale = _double_dequantize(self.scale, self.dq_scale, self.dq_mean).reshape(rows, groups)
         else:
             scale = self.scale.float()
-        return _Codes(codes, scale, zero)
+        return Codes(codes, scale, zero)
 
     def codes(self) -> torch.Tensor:
         """The unpacked integer codes, shaped (rows, groups, values per group), uint8."""
-        return self._codes().codes
+        return self.unpack().codes
 
     def scales(self) -> torch.Tensor:
         """The scales as used to decode (after scale-dtype rounding or double quantization), float32."""
-        return self._codes().scale
+        return self.unpack().scale
 
     def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """The values the codes stand for, in the original shape."""
-        return _dequantize_codes(self._codes(), self.config).reshape(self.shape).to(dtype)
+        return _dequantize_codes(self.unpack(), self.config).reshape(self.shape).to(dtype)
 
 
 def quantize(x: torch.Tensor, config: QuantConfig | str = "int8-channel") -> QTensor:

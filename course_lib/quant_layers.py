@@ -70,7 +70,8 @@ class QuantizedWeight(nn.Module):
 
 
 def weight_matrix(module: nn.Module) -> torch.Tensor:
-    """A linear layer's weight as (out features, in features); GPT-2's Conv1D stores it transposed."""
+    """A layer's weight with one row per output (a linear layer's out features, an embedding's tokens);
+    GPT-2's Conv1D stores it transposed."""
     return module.weight.t() if isinstance(module, Conv1D) else module.weight
 
 
@@ -193,8 +194,7 @@ def quantize_model(model: nn.Module, config: QuantConfig | str, *, embeddings: b
             continue  # tied to an embedding that stays in float32: keep the tie
         qweight = shared.get(id(weight))
         if qweight is None:
-            matrix = weight if isinstance(module, nn.Embedding) else weight_matrix(module)
-            qweight = QuantizedWeight(_quantize_named(matrix, config, f"{name}.weight"))
+            qweight = QuantizedWeight(_quantize_named(weight_matrix(module), config, f"{name}.weight"))
             shared[id(weight)] = qweight
         if isinstance(module, nn.Embedding):
             new: nn.Module = QuantEmbedding(qweight, module.padding_idx)
@@ -310,8 +310,7 @@ def prepare_qat(model: nn.Module, config: QuantConfig | str, *, embeddings: bool
         if not embeddings and module.weight is getattr(model.get_input_embeddings(), "weight", None):
             continue
         try:
-            quant.geometry(tuple(weight_matrix(module).shape) if not isinstance(module, nn.Embedding)
-                           else tuple(module.weight.shape), config)
+            quant.geometry(tuple(weight_matrix(module).shape), config)
         except ValueError as err:
             raise ValueError(f"cannot quantize {name}.weight: {err}") from None
         parametrize.register_parametrization(module, "weight", FakeQuantize(config, isinstance(module, Conv1D)))

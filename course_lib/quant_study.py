@@ -14,6 +14,7 @@ from typing import Any, Sequence
 import torch
 from torch import nn
 from transformers import PreTrainedTokenizerBase
+from transformers.pytorch_utils import Conv1D
 
 from course_lib import data, memory, models, quant
 from course_lib.quant import QuantConfig
@@ -59,12 +60,6 @@ def _tokenizer(tokenizer: PreTrainedTokenizerBase | None) -> PreTrainedTokenizer
     return tokenizer if tokenizer is not None else data.course_tokenizer()
 
 
-def _progress(items: Sequence[Any], desc: str, progress: bool) -> Any:
-    from tqdm.auto import tqdm
-
-    return tqdm(items, desc=desc, disable=None if progress else True, leave=False)
-
-
 # ---------------------------------------------------------------------------------------------
 # Post-training quantization
 # ---------------------------------------------------------------------------------------------
@@ -90,7 +85,7 @@ def ptq_study(model: nn.Module, methods: Sequence[str | QuantConfig] = PTQ_METHO
     """
     tokenizer = _tokenizer(tokenizer)
     results = []
-    for method in _progress(list(methods), "quantizing", progress):
+    for method in models.progress_bar(methods, len(methods), "quantizing", progress):
         start = time.perf_counter()
         q = quantize_model(model, method)
         seconds = time.perf_counter() - start
@@ -361,7 +356,7 @@ def plot_number_line(x: torch.Tensor, config: str | QuantConfig) -> Any:
     if config.granularity != "tensor" or config.scheme == "nf4":
         raise ValueError("the number line shows one scale: use granularity='tensor' with absmax or zeropoint")
     q = quant.quantize(x, config)
-    c = q._codes()
+    c = q.unpack()
     scale = float(c.scale.flatten()[0])
     offset = float(c.zero.flatten()[0]) if c.zero is not None else float(1 << (config.bits - 1))
     lo, hi = (0, (1 << config.bits) - 1) if config.scheme == "zeropoint" else (1, (1 << config.bits) - 1)
@@ -386,19 +381,11 @@ def plot_number_line(x: torch.Tensor, config: str | QuantConfig) -> Any:
 def nf4_derivation() -> Table:
     """NF4's 16 levels: the probability each comes from, the normal quantile, the level, the paper's value."""
     levels = quant.nf4_codebook()
-    probs_pos = torch.linspace(quant.NF4_OFFSET, 0.5, 9)[:-1].flip(0)
-    probs_neg = torch.linspace(quant.NF4_OFFSET, 0.5, 8)[:-1]
-    z_max = float(torch.special.ndtri(torch.tensor(quant.NF4_OFFSET, dtype=torch.float64)))
+    probs, z = quant.nf4_quantiles()
+    z_max = float(z.max())
     rows = []
     for i, level in enumerate(levels.tolist()):
-        if i < 7:
-            p = 1 - float(probs_neg[i])
-        elif i == 7:
-            p = 0.5
-        else:
-            p = float(probs_pos[i - 8])
-        z = float(torch.special.ndtri(torch.tensor(p, dtype=torch.float64)))
-        rows.append([f"{i:2d} ({i:04b})", f"{p:.6f}", f"{z:+.6f}", f"{level:+.8f}",
+        rows.append([f"{i:2d} ({i:04b})", f"{float(probs[i]):.6f}", f"{float(z[i]):+.6f}", f"{level:+.8f}",
                      f"{quant.NF4_PUBLISHED[i]:+.8f}", "yes" if level == quant.NF4_PUBLISHED[i] else "NO"])
     return Table(["code", "probability", "normal quantile z", f"level = z / {z_max:.4f}", "QLoRA paper",
                   "identical"], rows)
@@ -450,25 +437,25 @@ def torch_crosscheck(model: nn.Module) -> Table:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # torch's quantized tensors are deprecated; still the reference
         for module in model.modules():
-            if not isinstance(module, nn.Linear) and type(module).__name__ != "Conv1D":
+            if not isinstance(module, (nn.Linear, Conv1D)):
                 continue
             w = weight_matrix(module).detach().float().contiguous()
             total += w.numel()
-            c = quant.quantize(w, configs["tensor"])._codes()
+            c = quant.quantize(w, configs["tensor"]).unpack()
             ref = torch.quantize_per_tensor(w, float(c.scale), 0, torch.qint8).int_repr()
             same["tensor"] += int((c.codes.reshape(w.shape).int() - 128 == ref.int()).sum())
-            c = quant.quantize(w, configs["channel"])._codes()
+            c = quant.quantize(w, configs["channel"]).unpack()
             zeros = torch.zeros(w.shape[0], dtype=torch.long)
             ref = torch.quantize_per_channel(w, c.scale[:, 0].double(), zeros, 0, torch.qint8).int_repr()
             same["channel"] += int((c.codes.reshape(w.shape).int() - 128 == ref.int()).sum())
-            c = quant.quantize(w, configs["zero"])._codes()
+            c = quant.quantize(w, configs["zero"]).unpack()
             scale, zero = c.scale[:, 0], c.zero[:, 0].float()
             ref = torch.quantize_per_channel(w, scale.double(), zero.long(), 0, torch.quint8).int_repr()
             same["zero"] += int((c.codes.reshape(w.shape) == ref).sum())
             reordered = torch.clamp(torch.round(zero[:, None] + w * (1.0 / scale)[:, None]), 0, 255)
             torch_order += int((reordered.to(torch.uint8) == ref).sum())
             cfg = configs["group"]
-            c = quant.quantize(w, cfg)._codes()
+            c = quant.quantize(w, cfg).unpack()
             ours = quant.quantize_dequantize(w, cfg).reshape(-1, cfg.group_size)
             ref = torch.fake_quantize_per_channel_affine(w.reshape(-1, cfg.group_size), c.scale.flatten(),
                                                          c.zero.flatten().int(), 0, 0, 15)
