@@ -12,15 +12,19 @@ import os
 import subprocess
 import sys
 
-from course_lib.notebooks import notebook_paths
 from course_lib.tables import Table
+
+TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools")
+sys.path.insert(0, TOOLS)
+from notebooks import notebook_paths  # noqa: E402  (tools/notebooks.py)
 
 GOAL_SECONDS = 60
 
 CHILD = """
 import json, sys
 from pathlib import Path
-from course_lib.notebooks import execute
+sys.path.insert(0, sys.argv[2])
+from notebooks import execute
 r = execute(Path(sys.argv[1]))
 print(json.dumps({"seconds": r.seconds, "peak_rss_mib": r.peak_rss_mib}))
 """
@@ -30,7 +34,7 @@ def main() -> int:
     """Run the benchmark and print its table; exit 1 if a notebook misses the goal or fails."""
     rows, worst = [], 0
     for path in notebook_paths():
-        out = subprocess.run([sys.executable, "-c", CHILD, str(path)], capture_output=True, text=True,
+        out = subprocess.run([sys.executable, "-c", CHILD, str(path), TOOLS], capture_output=True, text=True,
                              env=dict(os.environ, PYTHONHASHSEED="0"))
         if out.returncode != 0:
             rows.append([path.name, "failed", "-", out.stderr.strip().splitlines()[-1][:60]])

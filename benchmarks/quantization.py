@@ -23,7 +23,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from course_lib import data, models, quant_study  # noqa: E402
+from course_lib import course_model, data, models, quant_study  # noqa: E402
 from course_lib.quant_layers import quantize_model  # noqa: E402
 from course_lib.tables import Table  # noqa: E402
 
@@ -43,7 +43,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="timed quantizations per method (best is kept)")
     args = parser.parse_args()
     tokenizer = data.course_tokenizer()
-    model = models.course_model(progress=False)
+    model = course_model.course_model(progress=False)
     results = quant_study.ptq_study(model, quant_study.PTQ_METHODS, tokenizer, progress=False)
     base = results[0]
     rows = []

@@ -29,7 +29,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from course_lib import data, models  # noqa: E402
+from course_lib import course_model, data, models, training  # noqa: E402
 from course_lib.tables import Table  # noqa: E402
 
 GOAL_SECONDS = 300
@@ -38,11 +38,11 @@ GOAL_SECONDS = 300
 def throughput(steps: int) -> list[list[str]]:
     """Train each tiny model for ``steps`` steps (no cache) and return its table rows."""
     tokenizer = data.course_tokenizer()
-    next(models.training_batches("gpt2", tokenizer, models.Recipe(steps=1)))  # tokenize the corpus once, untimed
+    next(training.training_batches("gpt2", tokenizer, training.Recipe(steps=1)))  # tokenize the corpus once, untimed
     rows = []
     for kind in models.KINDS:
-        recipe = models.Recipe(steps=steps)
-        result = models.train_model(kind, recipe=recipe, tokenizer=tokenizer, cache=False, progress=False)
+        recipe = training.Recipe(steps=steps)
+        result = training.train_model(kind, recipe=recipe, tokenizer=tokenizer, cache=False, progress=False)
         rows.append([models.ARCHITECTURES[kind].model_class, f"{result.n_params:,}",
                      f"{recipe.batch_size} x {recipe.seq_len}", f"{result.seconds / steps * 1000:.0f}",
                      f"{result.tokens_per_second:,.0f}"])
@@ -52,11 +52,11 @@ def throughput(steps: int) -> list[list[str]]:
 def build(skip: bool) -> tuple[dict, float | None]:
     """Build the course model with its command in a temporary directory; return its record and wall time."""
     if skip:
-        models.course_model(progress=False)
-        info = json.loads((models.course_model_dir() / "training.json").read_text(encoding="utf-8"))
+        course_model.course_model(progress=False)
+        info = json.loads((course_model.course_model_dir() / "training.json").read_text(encoding="utf-8"))
         return info, None
     with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / models.COURSE_MODEL_NAME
+        out = Path(tmp) / course_model.COURSE_MODEL_NAME
         start = time.perf_counter()
         subprocess.run([sys.executable, "-m", "course_lib", "train-course-model", "--output", str(out)],
                        check=True, env=dict(os.environ, PYTHONHASHSEED="0"))
@@ -76,20 +76,20 @@ def main(argv: list[str] | None = None) -> int:
                 throughput(args.steps), title=f"Tiny models of chapter 1, {args.steps} steps each"))
     print()
     info, wall = build(args.skip_build)
-    ref = models.course_model_reference()
+    ref = course_model.course_model_reference()
     rows = [
         ["parameters", f"{info['n_params']:,}", f"{ref.get('n_params', 0):,}"],
-        ["training tokens", f"{models.COURSE_RECIPE.tokens:,}", f"{models.COURSE_RECIPE.tokens:,}"],
+        ["training tokens", f"{course_model.COURSE_RECIPE.tokens:,}", f"{course_model.COURSE_RECIPE.tokens:,}"],
         ["training time (s)", f"{info['seconds']:.0f}", f"{ref.get('seconds', float('nan')):.0f}"],
         ["whole command (s)", f"{wall:.0f}" if wall is not None else "not run (--skip-build)", "-"],
-        ["training tokens/s", f"{models.COURSE_RECIPE.tokens / info['seconds']:,.0f}",
-         f"{models.COURSE_RECIPE.tokens / ref['seconds']:,.0f}" if ref.get("seconds") else "-"],
+        ["training tokens/s", f"{course_model.COURSE_RECIPE.tokens / info['seconds']:,.0f}",
+         f"{course_model.COURSE_RECIPE.tokens / ref['seconds']:,.0f}" if ref.get("seconds") else "-"],
         ["validation loss", f"{info['validation_loss']:.4f}", f"{ref.get('validation_loss', float('nan')):.4f}"],
         ["validation perplexity", f"{info['validation_perplexity']:.3f}", f"{ref.get('validation_perplexity', float('nan')):.3f}"],
         ["test perplexity", f"{info['test_perplexity']:.3f}", f"{ref.get('test_perplexity', float('nan')):.3f}"],
     ]
     print(Table(["course model", "this run", "reference build"], rows,
-                title=f"{models.COURSE_MODEL_NAME}: `{models.REBUILD_COMMAND}` (goal: at most {GOAL_SECONDS} s on 2 cores)"))
+                title=f"{course_model.COURSE_MODEL_NAME}: `{course_model.REBUILD_COMMAND}` (goal: at most {GOAL_SECONDS} s on 2 cores)"))
     return 0 if wall is None or wall <= GOAL_SECONDS else 1
 
 

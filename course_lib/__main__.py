@@ -1,4 +1,4 @@
-"""Command line of the course: ``python -m course_lib check | memory ... | stamp-notebooks | train-course-model``."""
+"""Command line of the course: ``python -m course_lib check | memory ... | prepare | train-course-model``."""
 
 from __future__ import annotations
 
@@ -54,18 +54,19 @@ def _name(options, what: str):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with its two commands, ``check`` and ``memory``."""
+    """The argument parser with its commands: check, memory, prepare and train-course-model."""
     parser = argparse.ArgumentParser(prog="python -m course_lib", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{check,memory,stamp-notebooks,train-course-model}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{check,memory,prepare,train-course-model}")
 
     check = sub.add_parser("check", help="print Python, torch, transformers, CPU/GPU, network and Colab status")
     check.add_argument("--offline", action="store_true", help="skip the network probe")
 
-    stamp = sub.add_parser(
-        "stamp-notebooks", help="rewrite every notebook's Colab/Binder badges and setup cell from course_lib/_about.py"
+    sub.add_parser(
+        "prepare",
+        help="train (or load from the cache) every model the notebooks use, with progress bars",
+        description="Train the course tokenizer, chapter 1's tiny models and scaling study, and the "
+        "course model into the course cache, so that notebooks and the book only load them.",
     )
-    stamp.add_argument("--execute", action="store_true", help="also execute each notebook and save its outputs")
-    stamp.add_argument("--check", action="store_true", help="change nothing; exit 1 if a notebook is out of date")
 
     mem = sub.add_parser(
         "memory",
@@ -105,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
         "with its config, tokenizer, training record and model card (README.md).",
     )
     course.add_argument("--output", default=None, help="directory to write (default: the course cache, "
-                        "where course_lib.models.course_model() looks)")
+                        "where course_lib.course_model.course_model() looks)")
     return parser
 
 
@@ -155,12 +156,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         report = check_env(online_probe=not args.offline)
         print(report)
         return 0 if report.ok else 1
-    if args.command == "stamp-notebooks":
-        from course_lib.notebooks import main as stamp_main
+    if args.command == "prepare":
+        from course_lib.prepare import prepare
 
-        return stamp_main(["--execute"] * args.execute + ["--check"] * args.check)
+        prepare()
+        return 0
     if args.command == "train-course-model":
-        from course_lib.models import build_course_model
+        from course_lib.course_model import build_course_model
 
         try:
             build_course_model(args.output)

@@ -1,4 +1,8 @@
-"""The environment a notebook runs in: versions, CPU and GPU, network, Colab; device choice and seeding."""
+"""The environment a notebook runs in: versions, CPU and GPU, network, Colab; device, seeding, cache, progress.
+
+Every chapter's setup cell calls :func:`setup_notebook`; the README's `python -m course_lib check`
+prints the same check.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,8 @@ import random
 import socket
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from course_lib._about import __version__
 
@@ -181,3 +187,20 @@ def setup_notebook(seed: int = 0) -> EnvReport:
     report = check_env()
     print(report)
     return report
+
+
+def cache_dir() -> Path:
+    """The directory for cached files: ``$COURSE_LIB_CACHE``, else ``~/.cache/course_lib``."""
+    override = os.environ.get("COURSE_LIB_CACHE")
+    if override:
+        return Path(override)
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "course_lib"
+
+
+def progress_bar(iterable: Any, total: int, desc: str, progress: bool) -> Any:
+    """A tqdm bar over ``iterable`` (nothing drawn when ``progress`` is False or nothing can draw one)."""
+    from tqdm.auto import tqdm
+
+    # disable=None: a bar in terminals and notebooks that can draw one, nothing in logs.
+    return tqdm(iterable, total=total, desc=desc, disable=None if progress else True,
+                leave=False, mininterval=0.5)

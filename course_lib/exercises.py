@@ -42,6 +42,58 @@ class Exercise:
     __call__ = check
 
 
+def _t5_sentinels(length: int) -> int:
+    from course_lib.objectives import span_counts
+
+    return span_counts(length)[1]
+
+
+def _course_vocab_size() -> int:
+    from course_lib.data import DEFAULT_VOCAB_SIZE
+
+    return DEFAULT_VOCAB_SIZE
+
+
+def _course_model_compute() -> float:
+    from course_lib.course_model import COURSE_RECIPE, course_model_reference
+
+    return 6.0 * course_model_reference().get("n_params", 0) * COURSE_RECIPE.tokens
+
+
+#: Chapter 1, "Pretraining objectives".
+chapter01 = SimpleNamespace(
+    q1=Exercise(
+        "A batch holds 2,000 ordinary (non-special) tokens. How many of them does BERT's recipe "
+        "expect to replace by <mask>?",
+        lambda: 2000 * 0.15 * 0.8,
+        unit="tokens",
+        hint="15% are selected; of those, 80% become <mask> (10% random, 10% kept).",
+    ),
+    q2=Exercise(
+        "T5 corrupts a sequence of 100 tokens with noise density 0.15 and mean span length 3. How "
+        "many sentinel tokens appear in the encoder's input?",
+        lambda: float(_t5_sentinels(100)),
+        unit="sentinels",
+        rel_tol=0,
+        hint="noise tokens = round(0.15 x length); spans = round(noise / 3); one sentinel per span.",
+    ),
+    q3=Exercise(
+        "A model that knows nothing spreads its probability evenly over the course tokenizer's "
+        "4,096 tokens. What is its perplexity?",
+        lambda: float(_course_vocab_size()),
+        rel_tol=1e-6,
+        hint="perplexity = exp(mean loss); a uniform guess over V tokens has loss ln V.",
+    ),
+    q4=Exercise(
+        "Estimate the training compute of the course model with C = 6·N·D (N = all its parameters, "
+        "D = training tokens, both printed in this chapter), in FLOPs.",
+        _course_model_compute,
+        unit="FLOPs",
+        hint="D = steps x batch size x sequence length; multiply 6 x N x D.",
+    ),
+)
+
+
 def _min_gpus_zero3_model_states(n_params: float, capacity: float) -> float:
     n = 1
     while memory.zero_model_state_bytes(n_params, n, 3) > capacity:

@@ -665,3 +665,13 @@ def show_span_corruption(
     )
     text = f"input : {in_text}\ntarget: {out_text}\nrebuilt: {original}"
     return TokenDisplay(html=html, text=text)
+
+
+def objective_batch(kind: str, windows: list[list[int]], tokenizer: PreTrainedTokenizerBase,
+                    g: torch.Generator) -> dict[str, torch.Tensor]:
+    """The batch of ``kind``'s objective (bert, gpt2 or t5) built from token windows."""
+    if kind == "bert":
+        return masked_lm_batch(windows, tokenizer, generator=g)
+    if kind == "gpt2":
+        return causal_lm_batch(windows, tokenizer)
+    return span_corruption_batch(windows, tokenizer, generator=g)

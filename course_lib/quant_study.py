@@ -16,7 +16,7 @@ from torch import nn
 from transformers import PreTrainedTokenizerBase
 from transformers.pytorch_utils import Conv1D
 
-from course_lib import data, memory, models, quant
+from course_lib import data, env, evaluation, memory, models, quant, scaling, training
 from course_lib.quant import QuantConfig
 from course_lib.quant_layers import (
     FLOAT_DTYPES,
@@ -37,11 +37,11 @@ PTQ_METHODS: tuple[str, ...] = ("fp32", "fp16", "bf16", "int8-channel", "int4-g1
 
 #: Fine-tuning recipe of the QAT experiment: 40 short steps at 1/30 of the course model's peak rate (3e-3),
 #: gentle enough that the same steps of plain FP32 training (the control) do not disturb the model.
-QAT_RECIPE = models.Recipe(steps=40, batch_size=8, seq_len=64, lr=1e-4, warmup_steps=5, seed=1)
+QAT_RECIPE = training.Recipe(steps=40, batch_size=8, seq_len=64, lr=1e-4, warmup_steps=5, seed=1)
 
 #: Recipes of the QLoRA experiment (adapters take a larger rate than full fine-tuning, as usual).
-QLORA_RECIPE = models.Recipe(steps=40, batch_size=8, seq_len=64, lr=3e-3, warmup_steps=5, seed=2)
-FULL_FT_RECIPE = models.Recipe(steps=40, batch_size=8, seq_len=64, lr=5e-4, warmup_steps=5, seed=2)
+QLORA_RECIPE = training.Recipe(steps=40, batch_size=8, seq_len=64, lr=3e-3, warmup_steps=5, seed=2)
+FULL_FT_RECIPE = training.Recipe(steps=40, batch_size=8, seq_len=64, lr=5e-4, warmup_steps=5, seed=2)
 
 
 #: How chapter 5 measures perplexity: windows of 128 tokens that do not overlap (half the work of the
@@ -52,7 +52,7 @@ EVAL_WINDOW = EVAL_STRIDE = 128
 def test_perplexity(model: nn.Module, tokenizer: PreTrainedTokenizerBase | None = None,
                     texts: Sequence[str] | None = None) -> float:
     """Perplexity on the course corpus's test split (or on ``texts``), windows of 128 without overlap."""
-    return models.perplexity(model, _tokenizer(tokenizer), split="test", texts=texts,
+    return evaluation.perplexity(model, _tokenizer(tokenizer), split="test", texts=texts,
                              window=EVAL_WINDOW, stride=EVAL_STRIDE).perplexity
 
 
@@ -85,7 +85,7 @@ def ptq_study(model: nn.Module, methods: Sequence[str | QuantConfig] = PTQ_METHO
     """
     tokenizer = _tokenizer(tokenizer)
     results = []
-    for method in models.progress_bar(methods, len(methods), "quantizing", progress):
+    for method in env.progress_bar(methods, len(methods), "quantizing", progress):
         start = time.perf_counter()
         q = quantize_model(model, method)
         seconds = time.perf_counter() - start
@@ -185,16 +185,16 @@ class FinetuneResult:
     seconds: float
 
 
-def finetune(model: nn.Module, label: str, recipe: models.Recipe, tokenizer: PreTrainedTokenizerBase | None = None,
+def finetune(model: nn.Module, label: str, recipe: training.Recipe, tokenizer: PreTrainedTokenizerBase | None = None,
              texts: Sequence[str] | None = None, progress: bool = True) -> FinetuneResult:
     """Train ``model`` in place with :func:`course_lib.models.train` (its trainable parameters only)."""
     tokenizer = _tokenizer(tokenizer)
     start = time.perf_counter()
-    history = models.train(model, "gpt2", tokenizer, recipe, texts=texts, progress=progress, desc=label)
+    history = training.train(model, "gpt2", tokenizer, recipe, texts=texts, progress=progress, desc=label)
     return FinetuneResult(label, model, history, time.perf_counter() - start)
 
 
-def qat(model: nn.Module, config: str | QuantConfig, recipe: models.Recipe = QAT_RECIPE,
+def qat(model: nn.Module, config: str | QuantConfig, recipe: training.Recipe = QAT_RECIPE,
         tokenizer: PreTrainedTokenizerBase | None = None, progress: bool = True) -> FinetuneResult:
     """Quantization-aware fine-tuning: train with fake-quantized weights, then store them quantized.
 
@@ -242,17 +242,17 @@ def quantization_by_size(configs: Sequence[str | QuantConfig] = ("int4-channel",
     Returns the rows per configuration label, smallest model first.
     """
     tokenizer = _tokenizer(tokenizer)
-    window = models.SCALING_RECIPE.seq_len
+    window = scaling.SCALING_RECIPE.seq_len
     labels = [describe(c) for c in configs]
     if len(set(labels)) < len(labels):
         raise ValueError(f"two configurations share a label ({', '.join(labels)}); compare configurations that "
                          "differ in bits, scheme or granularity")
     out: dict[str, list[SizeRow]] = {label: [] for label in labels}
-    for t in models.scaling_models(tokenizer=tokenizer, progress=progress):
+    for t in scaling.scaling_models(tokenizer=tokenizer, progress=progress):
         n = models.count_parameters(t.model)
-        fp32 = models.validation_loss(t.model, tokenizer, window)
+        fp32 = scaling.validation_loss(t.model, tokenizer, window)
         for config in configs:
-            loss = models.validation_loss(quantize_model(t.model, config), tokenizer, window)
+            loss = scaling.validation_loss(quantize_model(t.model, config), tokenizer, window)
             out[describe(config)].append(SizeRow(n, fp32, loss))
     return out
 

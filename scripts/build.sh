@@ -22,7 +22,10 @@ find book/node_modules/@jupyter-widgets/html-manager/dist -maxdepth 1 -type f ! 
 cp -r book/node_modules/mathjax/es5/. "$vendor/mathjax/"
 
 echo "==> checking that every notebook's badges and setup cell match course_lib/_about.py"
-.venv/bin/python -m course_lib stamp-notebooks --check
+.venv/bin/python tools/notebooks.py --check
+
+echo "==> training (or loading from the cache) every model the notebooks use"
+.venv/bin/python -m course_lib prepare
 
 echo "==> executing every notebook and building the book"
 .venv/bin/jupyter-book build book --warningiserror --keep-going --all

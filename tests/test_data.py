@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from course_lib import data
+from course_lib import data, env
+from course_lib import stories as S
 
 # SHA-256 of the built-in corpus (CORPUS_VERSION "course-stories-v1"). If the generator changes on
 # purpose, bump CORPUS_VERSION and update this value; test_pinned_hash_is_reproduced_by_generation
@@ -36,9 +37,9 @@ def tokenizer():
 # --- the corpus ----------------------------------------------------------------------------------
 
 def test_generation_is_deterministic_and_seed_dependent():
-    first = data.generate_stories(300, seed=7)
-    second = data.generate_stories(300, seed=7)
-    other = data.generate_stories(300, seed=8)
+    first = S.generate_stories(300, seed=7)
+    second = S.generate_stories(300, seed=7)
+    other = S.generate_stories(300, seed=8)
     assert first == second
     assert first != other
     assert len(set(first)) == 300, "stories within one corpus must be distinct"
@@ -46,13 +47,13 @@ def test_generation_is_deterministic_and_seed_dependent():
 
 def test_pinned_hash_is_reproduced_by_generation():
     data._course_splits.cache_clear()
-    assert data.corpus_sha256() == PINNED_SHA256
-    assert data.corpus_sha256(seed=data.DEFAULT_SEED + 1) != PINNED_SHA256
+    assert S.corpus_sha256() == PINNED_SHA256
+    assert S.corpus_sha256(seed=S.DEFAULT_SEED + 1) != PINNED_SHA256
 
 
 def test_same_bytes_in_a_fresh_interpreter_with_another_hash_seed():
     # Set iteration order changes with PYTHONHASHSEED; the corpus must not depend on it.
-    code = "from course_lib import data; print(data.corpus_sha256())"
+    code = "from course_lib import stories; print(stories.corpus_sha256())"
     env = dict(os.environ, PYTHONHASHSEED="12345")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          cwd=Path(__file__).resolve().parents[1], check=True, timeout=60)
@@ -60,8 +61,8 @@ def test_same_bytes_in_a_fresh_interpreter_with_another_hash_seed():
 
 
 def test_splits_are_the_generated_stories_in_order(splits):
-    stories = data.generate_stories()
-    assert len(stories) == data.N_STORIES
+    stories = S.generate_stories()
+    assert len(stories) == S.N_STORIES
     rebuilt = {s: [] for s in data.SPLITS}
     for i, story in enumerate(stories):
         rebuilt[data._split_of(i)].append(story)
@@ -70,7 +71,7 @@ def test_splits_are_the_generated_stories_in_order(splits):
 
 def test_generation_is_fast():
     t0 = time.perf_counter()
-    data.generate_stories()
+    S.generate_stories()
     assert time.perf_counter() - t0 < 5.0
 
 
@@ -92,7 +93,7 @@ def test_splits_are_disjoint(splits):
 
 
 def test_words_come_from_the_generator_vocabulary(splits):
-    vocab = data.generator_vocabulary()
+    vocab = S.generator_vocabulary()
     assert 1000 < len(vocab) < 5000
     counts = Counter(w.lower() for story in splits["train"][:2000] for w in WORD.findall(story))
     total = sum(counts.values())
@@ -115,7 +116,7 @@ def test_sentences_look_like_english(splits):
             # A lower-case start is only allowed for a dialogue tag: '"Are you hurt?" asked Mom.'
             if sentence[0].islower():
                 assert previous.endswith(('?"', '!"')), sentence
-                assert sentence.split()[0] in data._W_SAID, sentence
+                assert sentence.split()[0] in S._W_SAID, sentence
             else:
                 assert sentence[0].isupper() or sentence[0] == '"', sentence
                 n_sentences += 1
@@ -139,7 +140,7 @@ def test_cause_and_effect_is_consistent(splits):
 
 
 def test_shop_arithmetic_is_right(splits):
-    numbers = {w: i for i, w in enumerate(data._W_NUMBERS)}
+    numbers = {w: i for i, w in enumerate(S._W_NUMBERS)}
     checked = 0
     for story in splits["train"]:
         have = re.search(r"(\w+) coins in (his|her) (pocket|piggy bank)", story)
@@ -156,9 +157,9 @@ def test_shop_arithmetic_is_right(splits):
 
 
 def test_pronouns_agree_with_the_character():
-    girls, boys = set(data._W_GIRLS), set(data._W_BOYS)
+    girls, boys = set(S._W_GIRLS), set(S._W_BOYS)
     checked = 0
-    for story in data.generate_stories(400, seed=3):
+    for story in S.generate_stories(400, seed=3):
         m = re.match(r"(\w+) (wanted to learn|had a |dreamed of becoming|wanted to be)", story)
         if m and m.group(1) in girls | boys:
             checked += 1
@@ -371,7 +372,7 @@ def test_save_and_load_with_autotokenizer(tokenizer, tmp_path):
 
 def test_course_tokenizer_is_cached_on_disk(monkeypatch, tmp_path, tokenizer):
     monkeypatch.setenv("COURSE_LIB_CACHE", str(tmp_path))
-    assert data.cache_dir() == tmp_path
+    assert env.cache_dir() == tmp_path
     first = data.course_tokenizer()
     name = f"tokenizer-{data.CORPUS_VERSION}-{data.DEFAULT_VOCAB_SIZE}"
     saved = tmp_path / name / "tokenizer.json"

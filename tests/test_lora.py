@@ -10,7 +10,7 @@ What this file proves, on small seeded GPT-2s built here:
   ``lm_head`` and the original model alone, is seeded without touching the global RNG, and names
   ``targets=`` when nothing matches;
 * in a QLoRA model only the adapters get gradients and an optimizer step changes nothing else;
-* ``models.train`` on a LoRA model changes only the adapters and gives optimizer state to them alone;
+* ``training.train`` on a LoRA model changes only the adapters and gives optimizer state to them alone;
 * ``measure_finetune_memory`` counts gradients, AdamW's states (two moments and a ``step`` tensor
   per parameter) and stored weights as computed here from the parameter list; ``memory_table``
   shows trainable parameters as a share of the model.
@@ -28,7 +28,7 @@ from torch import nn
 from transformers import GPT2LMHeadModel
 from transformers.pytorch_utils import Conv1D
 
-from course_lib import data, lora, models
+from course_lib import data, lora, models, training
 from course_lib import quant_layers as L
 from course_lib.lora import LoRALinear
 
@@ -250,7 +250,7 @@ def test_qlora_gradients_reach_only_the_adapters(nf4_gpt2, ids):
 
 
 # ---------------------------------------------------------------------------------------------
-# models.train on a LoRA model
+# training.train on a LoRA model
 # ---------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -277,8 +277,8 @@ def test_train_changes_only_the_adapters(monkeypatch, tokenizer, texts):
             made.append(self)
 
     monkeypatch.setattr(torch.optim, "AdamW", Recording)
-    recipe = models.Recipe(steps=3, batch_size=2, seq_len=32, lr=1e-2, warmup_steps=1, seed=0)
-    history = models.train(model, "gpt2", tokenizer, recipe, texts=texts, progress=False)
+    recipe = training.Recipe(steps=3, batch_size=2, seq_len=32, lr=1e-2, warmup_steps=1, seed=0)
+    history = training.train(model, "gpt2", tokenizer, recipe, texts=texts, progress=False)
     assert len(history) == 3 and all(math.isfinite(h) and h > 0 for h in history)
 
     adapters = {n for n, p in model.named_parameters() if n.endswith(("lora_a", "lora_b"))}

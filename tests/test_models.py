@@ -8,16 +8,15 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
 
-from course_lib import data, env
-from course_lib import models as M
+from course_lib import course_model, data, env, evaluation, exercises, scaling, training
+from course_lib import models
 
 #: A recipe small enough for unit tests (a second or two per model).
-QUICK = M.Recipe(steps=25, batch_size=8, seq_len=32, lr=3e-3, warmup_steps=3)
+QUICK = training.Recipe(steps=25, batch_size=8, seq_len=32, lr=3e-3, warmup_steps=3)
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +32,7 @@ def cache(tmp_path, monkeypatch):
 
 
 def small(kind, tokenizer, context=32):
-    return M.tiny_config(kind, tokenizer, hidden=32, layers=1, heads=2, context=context)
+    return models.tiny_config(kind, tokenizer, hidden=32, layers=1, heads=2, context=context)
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +41,7 @@ def trained_gpt2(tokenizer, tmp_path_factory):
     old = os.environ.get("COURSE_LIB_CACHE")
     os.environ["COURSE_LIB_CACHE"] = str(tmp_path_factory.mktemp("gpt2cache"))
     try:
-        yield M.train_model("gpt2", small("gpt2", tokenizer), QUICK, tokenizer, progress=False)
+        yield training.train_model("gpt2", small("gpt2", tokenizer), QUICK, tokenizer, progress=False)
     finally:
         if old is None:
             os.environ.pop("COURSE_LIB_CACHE", None)
@@ -60,45 +59,45 @@ def same_weights(a, b) -> bool:
 @pytest.mark.parametrize("kind,cls", [("bert", "BertForMaskedLM"), ("gpt2", "GPT2LMHeadModel"),
                                       ("t5", "T5ForConditionalGeneration")])
 def test_tiny_configs_use_the_course_vocabulary(tokenizer, kind, cls):
-    cfg = M.tiny_config(kind, tokenizer)
-    model = M.build_model(cfg)
-    assert type(model).__name__ == cls == M.ARCHITECTURES[kind].model_class
+    cfg = models.tiny_config(kind, tokenizer)
+    model = models.build_model(cfg)
+    assert type(model).__name__ == cls == models.ARCHITECTURES[kind].model_class
     assert cfg.vocab_size == len(tokenizer) == data.DEFAULT_VOCAB_SIZE
     assert cfg.pad_token_id == tokenizer.pad_token_id
     assert model.get_input_embeddings().weight.shape[0] == len(tokenizer)
-    assert M.count_parameters(model) < 2_000_000  # tiny
+    assert models.count_parameters(model) < 2_000_000  # tiny
 
 
 def test_kind_aliases_and_bad_shapes(tokenizer):
-    assert M.tiny_config("decoder-only", tokenizer).model_type == "gpt2"
-    assert M.tiny_config("encoder-decoder", tokenizer).model_type == "t5"
+    assert models.tiny_config("decoder-only", tokenizer).model_type == "gpt2"
+    assert models.tiny_config("encoder-decoder", tokenizer).model_type == "t5"
     with pytest.raises(ValueError, match="Unknown model kind 'llama'.*bert, gpt2, t5"):
-        M.tiny_config("llama", tokenizer)
+        models.tiny_config("llama", tokenizer)
     with pytest.raises(ValueError, match="divisible by heads"):
-        M.tiny_config("gpt2", tokenizer, hidden=100, heads=3)
+        models.tiny_config("gpt2", tokenizer, hidden=100, heads=3)
     with pytest.raises(ValueError, match="layers must be a whole number"):
-        M.tiny_config("gpt2", tokenizer, layers=0)
+        models.tiny_config("gpt2", tokenizer, layers=0)
     with pytest.raises(ValueError, match="seq_len"):
-        M.Recipe(seq_len=1)
+        training.Recipe(seq_len=1)
 
 
 def test_parameter_count_matches_the_gpt2_formula(tokenizer):
     h, L, v, p = 64, 2, len(tokenizer), 32
-    model = M.build_model(M.tiny_config("gpt2", tokenizer, hidden=h, layers=L, heads=2, context=p))
-    assert M.count_parameters(model) == h * v + p * h + L * (12 * h * h + 13 * h) + 2 * h
-    assert M.count_parameters(model, embeddings=False) == L * (12 * h * h + 13 * h) + 2 * h
+    model = models.build_model(models.tiny_config("gpt2", tokenizer, hidden=h, layers=L, heads=2, context=p))
+    assert models.count_parameters(model) == h * v + p * h + L * (12 * h * h + 13 * h) + 2 * h
+    assert models.count_parameters(model, embeddings=False) == L * (12 * h * h + 13 * h) + 2 * h
     # The tied output layer is not counted twice.
-    assert M.count_parameters(model) < sum(p.numel() for p in model.state_dict().values())
+    assert models.count_parameters(model) < sum(p.numel() for p in model.state_dict().values())
 
 
 def test_same_seed_same_initial_weights(tokenizer):
     cfg = small("gpt2", tokenizer)
-    assert same_weights(M.build_model(cfg, seed=3), M.build_model(cfg, seed=3))
-    assert not same_weights(M.build_model(cfg, seed=3), M.build_model(cfg, seed=4))
+    assert same_weights(models.build_model(cfg, seed=3), models.build_model(cfg, seed=3))
+    assert not same_weights(models.build_model(cfg, seed=3), models.build_model(cfg, seed=4))
 
 
 def test_architecture_table_has_the_three_families():
-    text = str(M.architecture_table())
+    text = str(models.architecture_table())
     for word in ("encoder-only", "decoder-only", "encoder-decoder", "masked LM", "causal LM",
                  "span corruption", "bidirectional", "translation"):
         assert word in text
@@ -107,22 +106,22 @@ def test_architecture_table_has_the_three_families():
 # --- training ----------------------------------------------------------------------------------------
 
 def test_batches_are_deterministic_and_use_the_objectives(tokenizer):
-    a = list(M.training_batches("bert", tokenizer, QUICK))
-    b = list(M.training_batches("bert", tokenizer, QUICK))
+    a = list(training.training_batches("bert", tokenizer, QUICK))
+    b = list(training.training_batches("bert", tokenizer, QUICK))
     assert len(a) == QUICK.steps
     assert all(torch.equal(x[k], y[k]) for x, y in zip(a, b) for k in x)
     selected = torch.cat([x["labels"].flatten() for x in a]) != -100
     assert 0.10 < selected.float().mean() < 0.20  # ~15% masked-LM targets
-    causal = next(M.training_batches("gpt2", tokenizer, QUICK))
+    causal = next(training.training_batches("gpt2", tokenizer, QUICK))
     assert torch.equal(causal["input_ids"], causal["labels"]) and causal["input_ids"].shape == (8, 32)
-    spans = next(M.training_batches("t5", tokenizer, QUICK))
+    spans = next(training.training_batches("t5", tokenizer, QUICK))
     top = data.sentinel_ids(tokenizer)[0]
     assert (spans["labels"][:, 0] == top).all()  # every target starts with <extra_id_0>
 
 
-@pytest.mark.parametrize("kind", M.KINDS)
+@pytest.mark.parametrize("kind", models.KINDS)
 def test_training_reduces_the_loss(tokenizer, cache, kind):
-    result = M.train_model(kind, small(kind, tokenizer), QUICK, tokenizer, progress=False)
+    result = training.train_model(kind, small(kind, tokenizer), QUICK, tokenizer, progress=False)
     h = result.history
     assert len(h) == QUICK.steps and all(math.isfinite(x) for x in h)
     assert sum(h[-5:]) / 5 < sum(h[:5]) / 5 - 0.5  # nats
@@ -131,49 +130,49 @@ def test_training_reduces_the_loss(tokenizer, cache, kind):
 
 def test_cache_gives_identical_history_and_weights(tokenizer, cache):
     cfg = small("gpt2", tokenizer)
-    first = M.train_model("gpt2", cfg, QUICK, tokenizer, progress=False)
-    second = M.train_model("gpt2", cfg, QUICK, tokenizer, progress=False)
+    first = training.train_model("gpt2", cfg, QUICK, tokenizer, progress=False)
+    second = training.train_model("gpt2", cfg, QUICK, tokenizer, progress=False)
     assert not first.from_cache and second.from_cache
     assert second.history == first.history
     assert second.seconds == first.seconds
     assert same_weights(first.model, second.model)
     assert (second.path / "model.safetensors").is_file()
     # Retraining without the cache reproduces the same numbers (seeded).
-    third = M.train_model("gpt2", cfg, QUICK, tokenizer, cache=False, progress=False)
+    third = training.train_model("gpt2", cfg, QUICK, tokenizer, cache=False, progress=False)
     assert third.history == first.history and same_weights(first.model, third.model)
     # A different recipe or config is another cache entry.
-    keys = {M.cache_key("gpt2", cfg, QUICK, tokenizer),
-            M.cache_key("gpt2", cfg, M.Recipe(**{**QUICK.__dict__, "seed": 1}), tokenizer),
-            M.cache_key("gpt2", small("gpt2", tokenizer, context=64), QUICK, tokenizer)}
+    keys = {training.cache_key("gpt2", cfg, QUICK, tokenizer),
+            training.cache_key("gpt2", cfg, training.Recipe(**{**QUICK.__dict__, "seed": 1}), tokenizer),
+            training.cache_key("gpt2", small("gpt2", tokenizer, context=64), QUICK, tokenizer)}
     assert len(keys) == 3
 
 
 def test_damaged_cache_entry_is_retrained(tokenizer, cache):
     cfg = small("gpt2", tokenizer)
-    first = M.train_model("gpt2", cfg, QUICK, tokenizer, progress=False)
+    first = training.train_model("gpt2", cfg, QUICK, tokenizer, progress=False)
     (first.path / "model.safetensors").write_bytes(b"not a checkpoint")
-    again = M.train_model("gpt2", cfg, QUICK, tokenizer, progress=False)
+    again = training.train_model("gpt2", cfg, QUICK, tokenizer, progress=False)
     assert not again.from_cache and again.history == first.history
 
 
 def test_mismatched_config_and_kind(tokenizer):
     with pytest.raises(ValueError, match="config is for 'gpt2' but kind is 'bert'"):
-        M.train_model("bert", small("gpt2", tokenizer), QUICK, tokenizer, cache=False)
+        training.train_model("bert", small("gpt2", tokenizer), QUICK, tokenizer, cache=False)
 
 
 # --- saving and loading -----------------------------------------------------------------------------
 
 def test_save_and_load_through_auto_model(trained_gpt2, tmp_path):
-    target = M.save_model(trained_gpt2.model, trained_gpt2.tokenizer, tmp_path / "ckpt", card="# card\n")
+    target = models.save_model(trained_gpt2.model, trained_gpt2.tokenizer, tmp_path / "ckpt", card="# card\n")
     names = {p.name for p in target.iterdir()}
     assert {"model.safetensors", "config.json", "tokenizer.json", "training.json", "README.md"} <= names
-    loaded = M.load_model(target)
+    loaded = models.load_model(target)
     assert type(loaded).__name__ == "GPT2LMHeadModel" and not loaded.training
     assert same_weights(loaded, trained_gpt2.model)
     x = torch.tensor([[1, 50, 60, 70]])
     with torch.no_grad():
         assert torch.equal(loaded(x).logits, trained_gpt2.model(x).logits)
-    tok = M.load_tokenizer(str(target))
+    tok = models.load_tokenizer(str(target))
     assert tok.get_vocab() == trained_gpt2.tokenizer.get_vocab()
 
 
@@ -186,10 +185,10 @@ def test_hub_id_offline_names_the_course_model(monkeypatch):
     monkeypatch.setattr(env, "is_online", lambda *a, **k: False)
     monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", no_download)
     for name in ("gpt2", "facebook/opt-125m"):
-        with pytest.raises(M.ModelUnavailableError, match=r"not reachable.*course_model\(\)") as err:
-            M.load_model(name)
+        with pytest.raises(models.ModelUnavailableError, match=r"not reachable.*course_model\(\)") as err:
+            models.load_model(name)
         assert isinstance(err.value, ValueError) and isinstance(err.value, data.HubUnavailableError)
-        assert M.REBUILD_COMMAND in str(err.value)
+        assert course_model.REBUILD_COMMAND in str(err.value)
 
 
 def test_hub_id_online_goes_through_auto_model(monkeypatch):
@@ -203,39 +202,39 @@ def test_hub_id_online_goes_through_auto_model(monkeypatch):
 
     monkeypatch.setattr(env, "is_online", lambda *a, **k: True)
     monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", fake)
-    M.load_model("facebook/opt-125m")
+    models.load_model("facebook/opt-125m")
     assert calls == [("facebook/opt-125m", {"trust_remote_code": False})]
 
 
 def test_missing_checkpoint_gives_the_rebuild_command(tmp_path):
-    with pytest.raises(M.CheckpointError, match=r"No model checkpoint.*train-course-model --output"):
-        M.load_model(tmp_path / "nowhere")
+    with pytest.raises(models.CheckpointError, match=r"No model checkpoint.*train-course-model --output"):
+        models.load_model(tmp_path / "nowhere")
     (tmp_path / "half").mkdir()
     (tmp_path / "half" / "config.json").write_text("{}")
-    with pytest.raises(M.CheckpointError, match=r"incomplete: model.safetensors missing.*train-course-model"):
-        M.load_model(str(tmp_path / "half"))
+    with pytest.raises(models.CheckpointError, match=r"incomplete: model.safetensors missing.*train-course-model"):
+        models.load_model(str(tmp_path / "half"))
 
 
 def test_corrupt_checkpoint_gives_the_rebuild_command(trained_gpt2, tmp_path):
-    target = M.save_model(trained_gpt2.model, trained_gpt2.tokenizer, tmp_path / "ckpt")
+    target = models.save_model(trained_gpt2.model, trained_gpt2.tokenizer, tmp_path / "ckpt")
     weights = target / "model.safetensors"
     blob = weights.read_bytes()
     # Flip bytes inside the tensor data: the file still parses, but its checksum is wrong.
     weights.write_bytes(blob[:-64] + bytes(b ^ 0xFF for b in blob[-64:]))
-    with pytest.raises(M.CheckpointError, match=r"damaged.*train-course-model --output"):
-        M.course_model(target)
+    with pytest.raises(models.CheckpointError, match=r"damaged.*train-course-model --output"):
+        course_model.course_model(target)
     # Truncated: not even a valid safetensors file.
     weights.write_bytes(blob[: len(blob) // 3])
-    with pytest.raises(M.CheckpointError, match=r"could not be read.*train-course-model --output"):
-        M.load_model(target)
+    with pytest.raises(models.CheckpointError, match=r"could not be read.*train-course-model --output"):
+        models.load_model(target)
 
 
 # --- perplexity ----------------------------------------------------------------------------------
 
 def test_perplexity_equals_the_models_own_loss_on_non_overlapping_windows(trained_gpt2, tokenizer):
     model, window = trained_gpt2.model, 32
-    ours = M.perplexity(model, tokenizer, split="validation", window=window, stride=window)
-    stream = M.token_stream(data.load_corpus("course", "validation"), tokenizer)
+    ours = evaluation.perplexity(model, tokenizer, split="validation", window=window, stride=window)
+    stream = data.token_stream(data.load_corpus("course", "validation"), tokenizer)
     total, count = 0.0, 0
     with torch.no_grad():
         for begin in range(0, len(stream), window):
@@ -251,23 +250,23 @@ def test_perplexity_equals_the_models_own_loss_on_non_overlapping_windows(traine
 
 
 def test_sliding_window_scores_every_token_once(trained_gpt2, tokenizer):
-    n = len(M.token_stream(data.load_corpus("course", "test"), tokenizer))
+    n = len(data.token_stream(data.load_corpus("course", "test"), tokenizer))
     for window, stride in ((32, 8), (32, 16), (17, 5)):
-        p = M.perplexity(trained_gpt2.model, tokenizer, window=window, stride=stride)
+        p = evaluation.perplexity(trained_gpt2.model, tokenizer, window=window, stride=stride)
         assert p.n_tokens == n - 1, (window, stride)
         assert p.text.endswith("(test split)")
-    spans = M._windows(100, 32, 16)
+    spans = evaluation._windows(100, 32, 16)
     assert spans[0] == (0, 32, 1) and spans[1] == (16, 48, 32) and spans[-1][1] == 100
 
 
 def test_perplexity_does_not_depend_on_batching_or_mode(trained_gpt2, tokenizer):
     model = trained_gpt2.model
-    one = M.perplexity(model, tokenizer, window=32, stride=16, batch_size=1)
-    many = M.perplexity(model, tokenizer, window=32, stride=16, batch_size=64)
+    one = evaluation.perplexity(model, tokenizer, window=32, stride=16, batch_size=1)
+    many = evaluation.perplexity(model, tokenizer, window=32, stride=16, batch_size=64)
     assert many.perplexity == pytest.approx(one.perplexity, rel=1e-6)
     model.train()
     try:
-        assert M.perplexity(model, tokenizer, window=32, stride=16).perplexity == pytest.approx(one.perplexity, rel=1e-6)
+        assert evaluation.perplexity(model, tokenizer, window=32, stride=16).perplexity == pytest.approx(one.perplexity, rel=1e-6)
         assert model.training  # left as it was found
     finally:
         model.eval()
@@ -276,85 +275,85 @@ def test_perplexity_does_not_depend_on_batching_or_mode(trained_gpt2, tokenizer)
 def test_perplexity_bad_input(trained_gpt2, tokenizer):
     model = trained_gpt2.model
     with pytest.raises(ValueError, match=r"has \d+ tokens, fewer than one window of 32 tokens"):
-        M.perplexity(model, tokenizer, texts="Mia ran home.", window=32)
+        evaluation.perplexity(model, tokenizer, texts="Mia ran home.", window=32)
     with pytest.raises(ValueError, match="longer than the model's context of 32"):
-        M.perplexity(model, tokenizer, window=64)
+        evaluation.perplexity(model, tokenizer, window=64)
     with pytest.raises(ValueError, match="stride must be between 1 and window"):
-        M.perplexity(model, tokenizer, window=32, stride=40)
+        evaluation.perplexity(model, tokenizer, window=32, stride=40)
     with pytest.raises(ValueError, match="Unknown split"):
-        M.perplexity(model, tokenizer, split="dev")
-    bert = M.build_model(small("bert", tokenizer))
+        evaluation.perplexity(model, tokenizer, split="dev")
+    bert = models.build_model(small("bert", tokenizer))
     with pytest.raises(ValueError, match="causal"):
-        M.perplexity(bert, tokenizer)
+        evaluation.perplexity(bert, tokenizer)
 
 
 def test_training_text_shorter_than_a_window(tokenizer):
     with pytest.raises(ValueError, match=r"fewer than one training window of 32 tokens.*seq_len"):
-        M.train_model("gpt2", small("gpt2", tokenizer), QUICK, tokenizer, texts=["Mia ran."], cache=False)
+        training.train_model("gpt2", small("gpt2", tokenizer), QUICK, tokenizer, texts=["Mia ran."], cache=False)
 
 
 def test_objective_loss_is_finite_and_fixed(trained_gpt2):
-    a, b = M.objective_loss(trained_gpt2), M.objective_loss(trained_gpt2)
+    a, b = evaluation.objective_loss(trained_gpt2), evaluation.objective_loss(trained_gpt2)
     assert a == b and math.isfinite(a)
 
 
 # --- what the models can do -----------------------------------------------------------------------------
 
 def test_demos_return_text(tokenizer, trained_gpt2):
-    bert = M.build_model(small("bert", tokenizer))
-    top = M.fill_mask(bert, tokenizer, "Mia dropped the <mask>.", top_k=5)
+    bert = models.build_model(small("bert", tokenizer))
+    top = evaluation.fill_mask(bert, tokenizer, "Mia dropped the <mask>.", top_k=5)
     assert len(top) == 5 and all(isinstance(t, str) for t, _ in top)
     assert sum(p for _, p in top) <= 1 and top[0][1] >= top[-1][1]
     with pytest.raises(ValueError, match="exactly one <mask>"):
-        M.fill_mask(bert, tokenizer, "no mask here")
-    text = M.continue_text(trained_gpt2.model, tokenizer, "One day, Mia", max_new_tokens=8)
+        evaluation.fill_mask(bert, tokenizer, "no mask here")
+    text = evaluation.continue_text(trained_gpt2.model, tokenizer, "One day, Mia", max_new_tokens=8)
     assert isinstance(text, str)
-    assert text == M.continue_text(trained_gpt2.model, tokenizer, "One day, Mia", max_new_tokens=8)
-    t5 = M.build_model(small("t5", tokenizer))
-    target, filled = M.fill_spans(t5, tokenizer, "Mia went to the <extra_id_0> with her <extra_id_1>.")
+    assert text == evaluation.continue_text(trained_gpt2.model, tokenizer, "One day, Mia", max_new_tokens=8)
+    t5 = models.build_model(small("t5", tokenizer))
+    target, filled = evaluation.fill_spans(t5, tokenizer, "Mia went to the <extra_id_0> with her <extra_id_1>.")
     assert target.startswith("<extra_id_0>") and filled.startswith("Mia went to the")
     with pytest.raises(ValueError, match="no sentinel"):
-        M.fill_spans(t5, tokenizer, "nothing to fill")
+        evaluation.fill_spans(t5, tokenizer, "nothing to fill")
 
 
 # --- scaling -------------------------------------------------------------------------------------------------
 
 def test_fit_power_law_recovers_the_exponent():
     xs = [1e3, 1e4, 1e5, 1e6]
-    a, alpha, r2 = M.fit_power_law(xs, [5.0 * x ** -0.076 for x in xs])
+    a, alpha, r2 = scaling.fit_power_law(xs, [5.0 * x ** -0.076 for x in xs])
     assert a == pytest.approx(5.0) and alpha == pytest.approx(0.076) and r2 == pytest.approx(1.0)
     with pytest.raises(ValueError, match="at least 3 points"):
-        M.fit_power_law([1, 2], [3, 4])
+        scaling.fit_power_law([1, 2], [3, 4])
     with pytest.raises(ValueError, match="positive"):
-        M.fit_power_law([1, 2, 0], [3, 4, 5])
+        scaling.fit_power_law([1, 2, 0], [3, 4, 5])
 
 
 def test_scaling_point_compute():
-    p = M.ScalingPoint(64, 2, 400_000, 100_000, 50_000, 4.0, 1.0)
+    p = scaling.ScalingPoint(64, 2, 400_000, 100_000, 50_000, 4.0, 1.0)
     assert p.compute == 6 * 100_000 * 50_000 and p.compute_total == 6 * 400_000 * 50_000
 
 
 # --- the course model ------------------------------------------------------------------------------
 
 def test_course_model_config_and_reference():
-    cfg = M.course_model_config()
+    cfg = course_model.course_model_config()
     assert (cfg.n_layer, cfg.n_embd, cfg.n_head, cfg.n_positions) == (4, 128, 4, 128)
-    ref = M.course_model_reference()
-    assert ref["name"] == M.COURSE_MODEL_NAME
-    assert ref["n_params"] == M.count_parameters(M.build_model(cfg)) < 5_000_000
-    assert ref["recipe"]["steps"] == M.COURSE_RECIPE.steps
+    ref = course_model.course_model_reference()
+    assert ref["name"] == course_model.COURSE_MODEL_NAME
+    assert ref["n_params"] == models.count_parameters(models.build_model(cfg)) < 5_000_000
+    assert ref["recipe"]["steps"] == course_model.COURSE_RECIPE.steps
     assert 1 < ref["test_perplexity"] < 50 and ref["tolerance_validation_loss"] > 0
 
 
 def test_course_model_card_has_every_section():
-    card = M.course_model_card()
+    card = course_model.course_model_card()
     for heading in ("## Intended use", "## Training data", "## Training procedure", "## Evaluation",
                     "## Limitations"):
         assert heading in card
-    ref = M.course_model_reference()
+    ref = course_model.course_model_reference()
     assert f"{ref['test_perplexity']:.3f}" in card and f"{ref['n_params']:,}" in card
-    assert M.REBUILD_COMMAND in card
-    shown = M.course_model_card(for_display=True)
+    assert course_model.REBUILD_COMMAND in card
+    shown = course_model.course_model_card(for_display=True)
     assert not shown.startswith("---") and shown.startswith("#### course-model-v1")
     assert "##### Limitations" in shown and "\n## " not in shown
 
@@ -365,22 +364,22 @@ def test_cli_train_course_model(monkeypatch, tmp_path):
     args = cli.build_parser().parse_args(["train-course-model", "--output", str(tmp_path)])
     assert args.command == "train-course-model" and args.output == str(tmp_path)
     seen = []
-    monkeypatch.setattr(M, "build_course_model", lambda output: seen.append(output))
+    monkeypatch.setattr(course_model, "build_course_model", lambda output: seen.append(output))
     assert cli.main(["train-course-model", "--output", str(tmp_path)]) == 0
     assert seen == [str(tmp_path)]
 
 
 def test_chapter01_exercises():
-    assert M.chapter01.q1.feedback(240)[0]
-    assert M.chapter01.q2.feedback(5)[0] and not M.chapter01.q2.feedback(4)[0]
-    assert M.chapter01.q3.feedback(4096)[0]
-    assert M.chapter01.q4.solution() > 1e12
+    assert exercises.chapter01.q1.feedback(240)[0]
+    assert exercises.chapter01.q2.feedback(5)[0] and not exercises.chapter01.q2.feedback(4)[0]
+    assert exercises.chapter01.q3.feedback(4096)[0]
+    assert exercises.chapter01.q4.solution() > 1e12
 
 
 @pytest.mark.slow
 def test_course_model_command_reproduces_the_reference(tmp_path):
     """Build the course model with its command (about 3 minutes) and compare with the reference."""
-    ref = M.course_model_reference()
+    ref = course_model.course_model_reference()
     out = tmp_path / "course-model"
     env_vars = dict(os.environ, PYTHONHASHSEED="0")
     subprocess.run([sys.executable, "-m", "course_lib", "train-course-model", "--output", str(out)],
@@ -391,6 +390,6 @@ def test_course_model_command_reproduces_the_reference(tmp_path):
     assert abs(info["test_loss"] - ref["test_loss"]) <= ref["tolerance_validation_loss"]
     assert (out / "README.md").read_text().startswith("---")
     start = time.perf_counter()
-    model = M.course_model(out)
+    model = course_model.course_model(out)
     assert time.perf_counter() - start < 10
-    assert M.perplexity(model).perplexity == pytest.approx(info["test_perplexity"], rel=1e-6)
+    assert evaluation.perplexity(model).perplexity == pytest.approx(info["test_perplexity"], rel=1e-6)

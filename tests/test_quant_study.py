@@ -2,7 +2,7 @@
 
 What this file proves (the course model itself is never built or loaded):
 
-* ``test_perplexity`` is ``models.perplexity`` with windows of 128 and no overlap, on the test split
+* ``test_perplexity`` is ``evaluation.perplexity`` with windows of 128 and no overlap, on the test split
   unless ``texts`` are given;
 * ``ptq_study`` quantizes with each method in order and reports ``describe`` labels, the bytes of
   ``quantize_model``'s result (FP16 exactly half of FP32), its safetensors size, bits per weight as
@@ -15,7 +15,7 @@ What this file proves (the course model itself is never built or loaded):
   and INT4 g128 lands at 4.156-4.3 bits per parameter for a billion parameters;
 * ``qat`` returns a really quantized model equal to prepare_qat + train + finish_qat +
   quantize_model done by hand; ``finetune`` returns one loss per step;
-* ``lowercase_split``, ``quantization_by_size`` (with ``models.scaling_models`` monkeypatched to two
+* ``lowercase_split``, ``quantization_by_size`` (with ``scaling.scaling_models`` monkeypatched to two
   tiny models and the validation loss to a fast one), ``SizeRow``, ``trend`` and ``size_table``;
 * ``nf4_derivation`` matches the paper on all 16 levels; ``torch_crosscheck`` reports agreement
   with torch's quantizers on every value; ``compare_configs`` bits are the stored bits per value;
@@ -38,7 +38,7 @@ from matplotlib.figure import Figure
 from torch import nn
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from course_lib import data, memory, models, quant
+from course_lib import data, evaluation, memory, models, quant, scaling, training
 from course_lib import quant_layers as L
 from course_lib import quant_study as S
 from course_lib.quant import QuantConfig
@@ -87,7 +87,7 @@ def matrices_of(model: nn.Module) -> list[tuple[int, int]]:
 
 
 def ppl_on(texts, model, tokenizer) -> float:
-    return models.perplexity(model, tokenizer, texts=texts, window=128, stride=128).perplexity
+    return evaluation.perplexity(model, tokenizer, texts=texts, window=128, stride=128).perplexity
 
 
 # ---------------------------------------------------------------------------------------------
@@ -97,7 +97,7 @@ def ppl_on(texts, model, tokenizer) -> float:
 def test_test_perplexity_uses_windows_of_128_without_overlap(tiny, tok, few):
     got = S.test_perplexity(tiny, tok, texts=few)
     assert got == ppl_on(few, tiny, tok)
-    assert got != models.perplexity(tiny, tok, texts=few, window=128, stride=64).perplexity
+    assert got != evaluation.perplexity(tiny, tok, texts=few, window=128, stride=64).perplexity
 
 
 def test_test_perplexity_reads_the_test_split(monkeypatch, tiny, tok):
@@ -105,9 +105,9 @@ def test_test_perplexity_reads_the_test_split(monkeypatch, tiny, tok):
 
     def spy(model, tokenizer=None, **kwargs):
         calls.append((model, tokenizer, kwargs))
-        return models.Perplexity(12.5, math.log(12.5), 10, 1, 128, 128, "x")
+        return evaluation.Perplexity(12.5, math.log(12.5), 10, 1, 128, 128, "x")
 
-    monkeypatch.setattr(models, "perplexity", spy)
+    monkeypatch.setattr(evaluation, "perplexity", spy)
     assert S.test_perplexity(tiny, tok) == 12.5
     (model, tokenizer, kwargs), = calls
     assert model is tiny and tokenizer is tok
@@ -279,7 +279,7 @@ def test_billion_table():
 # QAT and fine-tuning
 # ---------------------------------------------------------------------------------------------
 
-RECIPE = models.Recipe(steps=2, batch_size=2, seq_len=32, lr=1e-3, warmup_steps=1, seed=3)
+RECIPE = training.Recipe(steps=2, batch_size=2, seq_len=32, lr=1e-3, warmup_steps=1, seed=3)
 
 
 def test_qat_returns_the_really_quantized_trained_model(tiny, tok):
@@ -297,7 +297,7 @@ def test_qat_returns_the_really_quantized_trained_model(tiny, tok):
     assert torch.isfinite(out).all()
     # the same steps by hand
     fake = L.prepare_qat(tiny, "int8-channel")
-    history = models.train(fake, "gpt2", tok, RECIPE, progress=False)
+    history = training.train(fake, "gpt2", tok, RECIPE, progress=False)
     with torch.no_grad():
         trained_with = fake(ids).logits  # what the fake-quantized model computes after training
     expected = L.quantize_model(L.finish_qat(fake), "int8-channel")
@@ -312,12 +312,12 @@ def test_qat_returns_the_really_quantized_trained_model(tiny, tok):
 def test_finetune_trains_in_place_and_returns_the_history(tok, few):
     model = build(tok, hidden=32, context=64, seed=4)
     w = model.transformer.h[0].mlp.c_fc.weight.detach().clone()
-    recipe = models.Recipe(steps=3, batch_size=2, seq_len=32, lr=1e-3, warmup_steps=1)
+    recipe = training.Recipe(steps=3, batch_size=2, seq_len=32, lr=1e-3, warmup_steps=1)
     result = S.finetune(model, "full", recipe, tok, texts=few, progress=False)
     assert result.label == "full" and result.model is model
     assert len(result.history) == recipe.steps and all(math.isfinite(h) for h in result.history)
     assert result.history == pytest.approx(
-        models.train(build(tok, hidden=32, context=64, seed=4), "gpt2", tok, recipe, texts=few, progress=False))
+        training.train(build(tok, hidden=32, context=64, seed=4), "gpt2", tok, recipe, texts=few, progress=False))
     assert result.seconds > 0
     assert not torch.equal(model.transformer.h[0].mlp.c_fc.weight, w)
 
@@ -345,11 +345,11 @@ def test_quantization_by_size(monkeypatch, tok, few):
         return [SimpleNamespace(model=small), SimpleNamespace(model=large)]
 
     def loss(model, tokenizer, window):  # the validation loss on a few stories, to stay fast
-        assert window == models.SCALING_RECIPE.seq_len
-        return models.perplexity(model, tokenizer, texts=few, window=window, stride=window).mean_nll
+        assert window == scaling.SCALING_RECIPE.seq_len
+        return evaluation.perplexity(model, tokenizer, texts=few, window=window, stride=window).mean_nll
 
-    monkeypatch.setattr(models, "scaling_models", fake_scaling_models)
-    monkeypatch.setattr(models, "validation_loss", loss)
+    monkeypatch.setattr(scaling, "scaling_models", fake_scaling_models)
+    monkeypatch.setattr(scaling, "validation_loss", loss)
     configs = ("int4-channel", QuantConfig(3, "zeropoint", "channel"))
     out = S.quantization_by_size(configs, tok, progress=False)
     assert asked["tokenizer"] is tok
@@ -375,8 +375,8 @@ def test_quantization_by_size(monkeypatch, tok, few):
 
 def test_quantization_by_size_keeps_configs_with_the_same_label_apart(monkeypatch, tok, few):
     small = build(tok, hidden=32, context=64, seed=1)
-    monkeypatch.setattr(models, "scaling_models", lambda **kwargs: [SimpleNamespace(model=small)])
-    monkeypatch.setattr(models, "validation_loss", lambda model, tokenizer, window: models.perplexity(
+    monkeypatch.setattr(scaling, "scaling_models", lambda **kwargs: [SimpleNamespace(model=small)])
+    monkeypatch.setattr(scaling, "validation_loss", lambda model, tokenizer, window: evaluation.perplexity(
         model, tokenizer, texts=few, window=window, stride=window).mean_nll)
     configs = (QuantConfig(4, "absmax", "channel", scale_dtype="fp16"),
                QuantConfig(4, "absmax", "channel", scale_dtype="fp32"))

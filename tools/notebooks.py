@@ -1,8 +1,13 @@
-"""The course's notebooks as files: their Colab/Binder badges, their setup cell, and executing them.
+"""Maintainers' tool for the course's notebooks: badges, setup cell, chapter list, execution.
 
-Every notebook opens with a badge cell and a setup cell stamped from :mod:`course_lib._about`, so
-the repository address and the pinned ref are written in one place; ``python -m course_lib
-stamp-notebooks`` rewrites them and the tests check that every notebook matches.
+Not part of the installed library (learners never need it). Every notebook opens with a badge
+cell and a setup cell stamped from :mod:`course_lib._about`, so the repository address and the
+pinned ref are written in one place. Run from the repository root:
+
+    .venv/bin/python tools/notebooks.py            # stamp badges, setup cells and book/intro.md
+    .venv/bin/python tools/notebooks.py --check    # report drift (exit 1), change nothing
+    .venv/bin/python tools/notebooks.py --execute  # stamp, then execute every notebook in place
+    .venv/bin/python tools/notebooks.py --execute 05_quantization.ipynb   # one notebook
 """
 
 from __future__ import annotations
@@ -158,13 +163,19 @@ def execute(path: Path, timeout: int = 600, write: bool = False) -> ExecutionRes
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Stamp the landing page and every notebook; ``--check`` only reports drift (exit 1), ``--execute`` also runs them."""
+    """Stamp the landing page and the notebooks; ``--check`` reports drift, ``--execute`` runs them.
+
+    Notebook file names among the arguments limit stamping and execution to those notebooks.
+    """
     argv = sys.argv[1:] if argv is None else argv
     check = "--check" in argv
-    verb = "out of date (run: python -m course_lib stamp-notebooks)" if check else "stamped"
+    names = [a for a in argv if not a.startswith("--")]
+    verb = "out of date (run: .venv/bin/python tools/notebooks.py)" if check else "stamped"
     drift = stamp_intro(write=not check)
     print(f"book/intro.md: {verb if drift else 'up to date'}")
     for path in notebook_paths():
+        if names and path.name not in names:
+            continue
         changed = stamp(path, write=not check)
         drift |= changed
         print(f"{path.name}: {verb if changed else 'up to date'}")
@@ -172,3 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             result = execute(path, write=True)
             print(f"{path.name}: executed in {result.seconds:.1f} s")
     return 1 if check and drift else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""Train ahead of time every model the notebooks load, so that a notebook (or the book) only loads.
+
+``python -m course_lib prepare`` runs :func:`prepare`; ``scripts/build.sh`` calls it before it
+executes the book, so that no page shows a first-run message. Each step is cached in
+:func:`course_lib.env.cache_dir` and skipped when its result is already there: a second run only
+loads. Chapter 1 trains the tiny models and the scaling study; Part II uses the course model.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from course_lib import course_model, data, models, scaling, training
+
+__all__ = ["prepare", "steps"]
+
+
+def _tiny_models() -> None:
+    """Chapter 1's three tiny models, one per pretraining objective."""
+    for kind in models.KINDS:
+        training.train_model(kind, progress=True)
+
+
+def _scaling_models() -> None:
+    """Chapter 1's scaling study (also used by chapter 5)."""
+    scaling.scaling_models(progress=True)
+
+
+def _course_model() -> None:
+    """The course model of Part II."""
+    course_model.course_model(progress=True)
+
+
+def steps() -> list[tuple[str, Callable[[], object]]]:
+    """The preparation steps in order: (what, function)."""
+    return [
+        ("course tokenizer", data.course_tokenizer),
+        ("chapter 1: three tiny models", _tiny_models),
+        ("chapter 1: scaling study", _scaling_models),
+        ("Part II: the course model", _course_model),
+    ]
+
+
+def prepare(verbose: bool = True) -> None:
+    """Run every preparation step (cached steps only load), printing each step and its time."""
+    for what, step in steps():
+        start = time.perf_counter()
+        if verbose:
+            print(f"==> {what}", flush=True)
+        step()
+        if verbose:
+            print(f"    done in {time.perf_counter() - start:.1f} s", flush=True)
