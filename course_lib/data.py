@@ -57,6 +57,7 @@ __all__ = [
     "load_corpus",
     "sentinel_ids",
     "token_stream",
+    "tokenizer_for",
     "train_tokenizer",
 ]
 
@@ -364,6 +365,38 @@ def course_tokenizer(
     except OSError:
         pass  # an unwritable cache only costs a retrain next time
     return tokenizer
+
+
+def tokenizer_for(kind: str, tokenizer: PreTrainedTokenizerBase) -> PreTrainedTokenizerBase:
+    """A copy of the course tokenizer that adds the special tokens ``kind`` saw in training.
+
+    Saved next to a model, it makes ``AutoTokenizer`` + ``pipeline`` behave as with a hub model:
+    ``gpt2`` prepends ``</s>`` (every story in training follows one; nothing is appended, so
+    ``generate`` continues the prompt instead of starting a new story), ``bert`` wraps the text as
+    ``<s> ... </s>``, ``t5`` appends ``</s>``. ``<mask>`` and the sentinels absorb the space before
+    them, as the hidden token's leading space did in training.
+    """
+    import copy
+
+    from tokenizers import AddedToken, processors
+
+    if kind not in ("bert", "gpt2", "t5"):
+        raise ValueError(f"Unknown model kind {kind!r}; use one of bert, gpt2, t5.")
+    bos, eos = SPECIAL_TOKENS["bos"], SPECIAL_TOKENS["eos"]
+    single, pair = {
+        "gpt2": (f"{eos} $A", f"{eos} $A {eos} $B:1"),
+        "bert": (f"{bos} $A {eos}", f"{bos} $A {eos} $B:1 {eos}:1"),
+        "t5": (f"$A {eos}", f"$A {eos} $B:1 {eos}:1"),
+    }[kind]
+    out = copy.deepcopy(tokenizer)
+    backend = out.backend_tokenizer
+    ids = {t: out.convert_tokens_to_ids(t) for t in (bos, eos)}
+    backend.post_processor = processors.TemplateProcessing(
+        single=single, pair=pair, special_tokens=[(t, i) for t, i in ids.items() if t in single + pair])
+    stripped = [SPECIAL_TOKENS["mask"]] + [_sentinel_token(i) for i in range(len(sentinel_ids(out)))]
+    backend.add_special_tokens([AddedToken(t, lstrip=True, special=True, normalized=False)
+                                for t in stripped])
+    return out
 
 
 def sentinel_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:

@@ -292,6 +292,9 @@ def save_model(
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f"{target.name}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
+    if data.SPECIAL_TOKENS["mask"] in tokenizer.get_vocab() and "<extra_id_0>" in tokenizer.get_vocab():
+        # The course tokenizer: save the variant that adds what this kind saw in training.
+        tokenizer = data.tokenizer_for(kind_of_config(model.config), tokenizer)
     with quiet_transformers():
         model.save_pretrained(str(tmp), safe_serialization=True)
         tokenizer.save_pretrained(str(tmp))
