@@ -23,7 +23,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from course_lib import course_model, data, models, quant_study  # noqa: E402
+from course_lib import course_model, data, models, ptq  # noqa: E402
 from course_lib.quant_layers import quantize_model  # noqa: E402
 from course_lib.tables import Table  # noqa: E402
 
@@ -44,10 +44,10 @@ def main() -> int:
     args = parser.parse_args()
     tokenizer = data.course_tokenizer()
     model = course_model.course_model(progress=False)
-    results = quant_study.ptq_study(model, quant_study.PTQ_METHODS, tokenizer, progress=False)
+    results = ptq.ptq_study(model, ptq.PTQ_METHODS, tokenizer, progress=False)
     base = results[0]
     rows = []
-    for method, r in zip(quant_study.PTQ_METHODS, results):
+    for method, r in zip(ptq.PTQ_METHODS, results):
         seconds = best_time(model, method, args.repeat)
         rows.append([r.method, f"{seconds * 1000:.0f}", f"{r.bits:.3f}", f"{r.model_bytes:,}",
                      f"{r.model_bytes / base.model_bytes:.1%}", f"{r.file_bytes:,}", f"{r.perplexity:.4f}",
@@ -57,7 +57,7 @@ def main() -> int:
                                         f"{torch.get_num_threads()} CPU thread(s)"))
     by = {r.method: r for r in results}
     int4, nf4dq, int8 = by["INT4 zero-point g128"], by["NF4 + DQ"], by["INT8 absmax per channel"]
-    slowest = max(best_time(model, m, 1) for m in quant_study.PTQ_METHODS)
+    slowest = max(best_time(model, m, 1) for m in ptq.PTQ_METHODS)
     goals = [
         ("INT4 g128 bytes <= 16% of FP32", f"{int4.model_bytes / base.model_bytes:.1%}",
          int4.model_bytes <= 0.16 * base.model_bytes),

@@ -40,7 +40,7 @@ from transformers import GPT2Config, GPT2LMHeadModel
 
 from course_lib import data, evaluation, memory, models, quant, scaling, training
 from course_lib import quant_layers as L
-from course_lib import quant_study as S
+from course_lib import chapter05, ptq, qat
 from course_lib.quant import QuantConfig
 
 HIDDEN = 64  # a multiple of 64: every group size used here (32, 64) divides every row
@@ -95,7 +95,7 @@ def ppl_on(texts, model, tokenizer) -> float:
 # ---------------------------------------------------------------------------------------------
 
 def test_test_perplexity_uses_windows_of_128_without_overlap(tiny, tok, few):
-    got = S.test_perplexity(tiny, tok, texts=few)
+    got = ptq.test_perplexity(tiny, tok, texts=few)
     assert got == ppl_on(few, tiny, tok)
     assert got != evaluation.perplexity(tiny, tok, texts=few, window=128, stride=64).perplexity
 
@@ -108,7 +108,7 @@ def test_test_perplexity_reads_the_test_split(monkeypatch, tiny, tok):
         return evaluation.Perplexity(12.5, math.log(12.5), 10, 1, 128, 128, "x")
 
     monkeypatch.setattr(evaluation, "perplexity", spy)
-    assert S.test_perplexity(tiny, tok) == 12.5
+    assert ptq.test_perplexity(tiny, tok) == 12.5
     (model, tokenizer, kwargs), = calls
     assert model is tiny and tokenizer is tok
     assert kwargs == {"split": "test", "texts": None, "window": 128, "stride": 128}
@@ -122,7 +122,7 @@ METHODS = ("fp32", "fp16", "int8-channel", "int4-g32")
 
 
 @pytest.fixture(scope="module")
-def ptq(tiny, tok, few):
+def ptq_run(tiny, tok, few):
     """ptq_study with test_perplexity replaced by a fast recording one (ptq_study takes no texts=)."""
     seen = []
 
@@ -131,16 +131,16 @@ def ptq(tiny, tok, few):
         return ppl_on(few, model, tokenizer)
 
     mp = pytest.MonkeyPatch()
-    mp.setattr(S, "test_perplexity", fake)
+    mp.setattr(ptq, "test_perplexity", fake)
     try:
-        results = S.ptq_study(tiny, METHODS, tok, progress=False)
+        results = ptq.ptq_study(tiny, METHODS, tok, progress=False)
     finally:
         mp.undo()
     return results, seen
 
 
-def test_ptq_study_rows(ptq, tiny):
-    results, _ = ptq
+def test_ptq_study_rows(ptq_run, tiny):
+    results, _ = ptq_run
     assert [r.method for r in results] == [L.describe(m) for m in METHODS]
     assert [r.method for r in results] == ["FP32", "FP16", "INT8 absmax per channel", "INT4 zero-point g32"]
     n = models.count_parameters(tiny)
@@ -161,8 +161,8 @@ def test_ptq_study_rows(ptq, tiny):
     assert [r.bits for r in results] == pytest.approx([32.0, 16.0, 8 * int8 / numel, 8 * int4 / numel])
 
 
-def test_ptq_study_scores_each_quantized_copy(ptq, tiny, tok, few):
-    results, seen = ptq
+def test_ptq_study_scores_each_quantized_copy(ptq_run, tiny, tok, few):
+    results, seen = ptq_run
     assert len(seen) == len(METHODS)
     assert all(tokenizer is tok and texts is None for _, tokenizer, texts in seen)
     models_seen = [m for m, _, _ in seen]
@@ -177,9 +177,9 @@ def test_ptq_study_scores_each_quantized_copy(ptq, tiny, tok, few):
     assert all(isinstance(p, nn.Parameter) and p.dtype == torch.float32 for p in tiny.parameters())
 
 
-def test_ptq_table(ptq):
-    results, _ = ptq
-    table = S.ptq_table(results, title="PTQ")
+def test_ptq_table(ptq_run):
+    results, _ = ptq_run
+    table = chapter05.ptq_table(results, title="PTQ")
     assert table.headers == ["method", "bits / weight", "model (kB)", "of FP32", "file (kB)", "perplexity",
                              "vs FP32"]
     assert table.title == "PTQ" and len(table.rows) == len(results)
@@ -193,10 +193,10 @@ def test_ptq_table(ptq):
         assert float(row[-1].rstrip("%")) == pytest.approx(change, abs=0.006)
 
 
-def test_plot_size_vs_perplexity(ptq):
-    results, _ = ptq
-    extra = S.PTQResult("BF16", 16.0, results[1].model_bytes, results[1].file_bytes, results[1].perplexity, 0.0)
-    fig = S.plot_size_vs_perplexity([*results, extra])  # FP16 and BF16 coincide: one merged point
+def test_plot_size_vs_perplexity(ptq_run):
+    results, _ = ptq_run
+    extra = ptq.PTQResult("BF16", 16.0, results[1].model_bytes, results[1].file_bytes, results[1].perplexity, 0.0)
+    fig = chapter05.plot_size_vs_perplexity([*results, extra])  # FP16 and BF16 coincide: one merged point
     assert isinstance(fig, Figure) and len(fig.axes) == 2
     main = fig.axes[0]
     assert main.get_xlabel() and main.get_ylabel()
@@ -217,7 +217,7 @@ def gpt2_matrices(shape: memory.ModelShape) -> list[tuple[int, int]]:
 def test_model_matrices_and_the_parameter_count():
     shape = memory.shape_for_params(1e9)
     h, layers = shape.hidden, shape.n_layers
-    assert S.model_matrices(shape) == gpt2_matrices(shape)
+    assert ptq.model_matrices(shape) == gpt2_matrices(shape)
     n_matrix = sum(o * i for o, i in gpt2_matrices(shape))
     assert n_matrix == shape.vocab * h + 12 * layers * h * h
     # the rest: position embeddings, 13h of biases and layer norms per layer, the final layer norm
@@ -228,7 +228,7 @@ def test_model_matrices_and_the_parameter_count():
                                     "int3-g128", QuantConfig(6, "absmax", "group", 64)])
 def test_weights_at_precision_quantized(method):
     shape = memory.shape_for_params(1e9)
-    b = S.weights_at_precision(shape, method)
+    b = ptq.weights_at_precision(shape, method)
     mats = gpt2_matrices(shape)
     parts = [quant.storage_bytes(m, method) for m in mats]
     codes = sum(p["codes"] for p in parts)
@@ -243,7 +243,7 @@ def test_weights_at_precision_quantized(method):
 @pytest.mark.parametrize("method, nbytes", [("fp32", 4), ("fp16", 2), ("bf16", 2)])
 def test_weights_at_precision_float(method, nbytes):
     shape = memory.shape_for_params(1e9)
-    b = S.weights_at_precision(shape, method)
+    b = ptq.weights_at_precision(shape, method)
     assert b["total"] == nbytes * shape.n_params
     assert b["overhead"] == 0 and b["rest"] == 0
 
@@ -257,13 +257,13 @@ def test_weights_at_precision_is_what_quantize_model_stores(method):
     torch.manual_seed(0)
     model = GPT2LMHeadModel(config)
     assert models.count_parameters(model) == shape.n_params
-    assert S.weights_at_precision(shape, method)["total"] == L.model_bytes(L.quantize_model(model, method))
+    assert ptq.weights_at_precision(shape, method)["total"] == L.model_bytes(L.quantize_model(model, method))
 
 
 def test_billion_table():
     shape = memory.shape_for_params(1e9)
-    table = S.billion_table(1e9)
-    assert [r[0] for r in table.rows] == [L.describe(m) for m in S.PTQ_METHODS]
+    table = chapter05.billion_table(1e9)
+    assert [r[0] for r in table.rows] == [L.describe(m) for m in ptq.PTQ_METHODS]
     bits = {r[0]: float(r[1]) for r in table.rows}
     assert bits["FP32"] == 32.0 and bits["FP16"] == bits["BF16"] == 16.0
     assert 4.156 < bits["INT4 zero-point g128"] < 4.3
@@ -284,7 +284,7 @@ RECIPE = training.Recipe(steps=2, batch_size=2, seq_len=32, lr=1e-3, warmup_step
 
 def test_qat_returns_the_really_quantized_trained_model(tiny, tok):
     before = {k: v.clone() for k, v in tiny.state_dict().items()}
-    result = S.qat(tiny, "int8-channel", RECIPE, tok, progress=False)
+    result = qat.qat(tiny, "int8-channel", RECIPE, tok, progress=False)
     assert result.label == "QAT INT8 absmax per channel"
     assert len(result.history) == RECIPE.steps and all(math.isfinite(h) for h in result.history)
     q = result.model
@@ -313,7 +313,7 @@ def test_finetune_trains_in_place_and_returns_the_history(tok, few):
     model = build(tok, hidden=32, context=64, seed=4)
     w = model.transformer.h[0].mlp.c_fc.weight.detach().clone()
     recipe = training.Recipe(steps=3, batch_size=2, seq_len=32, lr=1e-3, warmup_steps=1)
-    result = S.finetune(model, "full", recipe, tok, texts=few, progress=False)
+    result = qat.finetune(model, "full", recipe, tok, texts=few, progress=False)
     assert result.label == "full" and result.model is model
     assert len(result.history) == recipe.steps and all(math.isfinite(h) for h in result.history)
     assert result.history == pytest.approx(
@@ -324,12 +324,12 @@ def test_finetune_trains_in_place_and_returns_the_history(tok, few):
 
 def test_lowercase_split():
     original = data.load_corpus("course", "validation")
-    lowered = S.lowercase_split("validation")
+    lowered = qat.lowercase_split("validation")
     assert len(lowered) == len(original)
     assert lowered == [t.lower() for t in original]
     assert lowered != original
     with pytest.raises(ValueError):
-        S.lowercase_split("nope")
+        qat.lowercase_split("nope")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -351,7 +351,7 @@ def test_quantization_by_size(monkeypatch, tok, few):
     monkeypatch.setattr(scaling, "scaling_models", fake_scaling_models)
     monkeypatch.setattr(scaling, "validation_loss", loss)
     configs = ("int4-channel", QuantConfig(3, "zeropoint", "channel"))
-    out = S.quantization_by_size(configs, tok, progress=False)
+    out = ptq.quantization_by_size(configs, tok, progress=False)
     assert asked["tokenizer"] is tok
     assert list(out) == ["INT4 zero-point per channel", "INT3 zero-point per channel"]
     for config, (label, rows) in zip(configs, out.items()):
@@ -363,7 +363,7 @@ def test_quantization_by_size(monkeypatch, tok, few):
             assert row.perplexity_change == pytest.approx(math.exp(row.quantized_loss - row.fp32_loss) - 1)
     assert out["INT4 zero-point per channel"][0].n_params < out["INT4 zero-point per channel"][1].n_params
 
-    table = S.size_table(out)
+    table = chapter05.size_table(out)
     assert len(table.headers) == 2 + len(configs)
     assert table.headers[2:] == [f"{k}: perplexity change" for k in out]
     assert len(table.rows) == 2
@@ -382,27 +382,27 @@ def test_quantization_by_size_keeps_configs_with_the_same_label_apart(monkeypatc
                QuantConfig(4, "absmax", "channel", scale_dtype="fp32"))
     # Two configurations that differ only in how scales are stored share a label: refused, not mixed.
     with pytest.raises(ValueError, match="share a label"):
-        S.quantization_by_size(configs, tok, progress=False)
+        ptq.quantization_by_size(configs, tok, progress=False)
 
 
 def test_size_row_perplexity_change():
-    assert S.SizeRow(10, 2.0, 2.1).perplexity_change == pytest.approx(math.exp(0.1) - 1)
-    assert S.SizeRow(10, 2.0, 2.0).perplexity_change == 0.0
-    assert S.SizeRow(10, 2.0, 1.9).perplexity_change < 0
+    assert ptq.SizeRow(10, 2.0, 2.1).perplexity_change == pytest.approx(math.exp(0.1) - 1)
+    assert ptq.SizeRow(10, 2.0, 2.0).perplexity_change == 0.0
+    assert ptq.SizeRow(10, 2.0, 1.9).perplexity_change < 0
 
 
 def rows_with_changes(changes):
-    return [S.SizeRow(1000 * (i + 1), 3.0, 3.0 + math.log1p(c)) for i, c in enumerate(changes)]
+    return [ptq.SizeRow(1000 * (i + 1), 3.0, 3.0 + math.log1p(c)) for i, c in enumerate(changes)]
 
 
 def test_trend_sentences():
-    shrinking = S.trend(rows_with_changes([0.08, 0.05, 0.02]))
+    shrinking = ptq.trend(rows_with_changes([0.08, 0.05, 0.02]))
     assert "shrinks at every step" in shrinking
     assert "1,000" in shrinking and "3,000" in shrinking and "+8.00%" in shrinking and "+2.00%" in shrinking
     assert "across these 3 models" in shrinking
-    growing = S.trend(rows_with_changes([0.02, 0.05, 0.08]))
+    growing = ptq.trend(rows_with_changes([0.02, 0.05, 0.08]))
     assert "it does not shrink across" in growing and "shrinks at every step" not in growing
-    bumpy = S.trend(rows_with_changes([0.08, 0.09, 0.02]))
+    bumpy = ptq.trend(rows_with_changes([0.08, 0.09, 0.02]))
     assert "does not shrink steadily" in bumpy
 
 
@@ -411,7 +411,7 @@ def test_trend_sentences():
 # ---------------------------------------------------------------------------------------------
 
 def test_nf4_derivation():
-    table = S.nf4_derivation()
+    table = chapter05.nf4_derivation()
     assert len(table.rows) == 16
     assert [r[-1] for r in table.rows] == ["yes"] * 16
     levels = [float(r[3]) for r in table.rows]
@@ -430,7 +430,7 @@ def parse_share(cell: str) -> tuple[int, int]:
 
 
 def test_torch_crosscheck(tiny):
-    table = S.torch_crosscheck(tiny)
+    table = ptq.torch_crosscheck(tiny)
     total = sum(o * i for o, i in matrices_of(tiny))  # the Conv1Ds and lm_head (same size as wte)
     assert len(table.rows) == 4
     for row in (table.rows[0], table.rows[1], table.rows[3]):
@@ -453,7 +453,7 @@ def x() -> torch.Tensor:
 
 def test_compare_configs(x):
     configs = ["int8-tensor", "int8-channel", "int4-g32", "nf4", "nf4-dq"]
-    table = S.compare_configs(x, configs, title="one tensor")
+    table = chapter05.compare_configs(x, configs, title="one tensor")
     assert table.title == "one tensor"
     assert [r[0] for r in table.rows] == [L.describe(c) for c in configs]
     for c, row in zip(configs, table.rows):
@@ -472,7 +472,7 @@ def labelled(ax) -> bool:
 
 
 def test_plot_error_vs_bits(x):
-    fig = S.plot_error_vs_bits(x, {"absmax per channel": ["int8-channel", QuantConfig(4, "absmax", "channel")],
+    fig = chapter05.plot_error_vs_bits(x, {"absmax per channel": ["int8-channel", QuantConfig(4, "absmax", "channel")],
                                    "zero-point groups": ["int4-g64", "int4-g32"]})
     assert isinstance(fig, Figure)
     ax = fig.axes[0]
@@ -483,7 +483,7 @@ def test_plot_error_vs_bits(x):
 
 
 def test_plot_weight_histograms(tiny):
-    fig = S.plot_weight_histograms(tiny, "transformer.h.0.mlp.c_fc", ["int8-channel", "int4-g32"])
+    fig = chapter05.plot_weight_histograms(tiny, "transformer.h.0.mlp.c_fc", ["int8-channel", "int4-g32"])
     assert isinstance(fig, Figure) and len(fig.axes) == 3
     assert labelled(fig.axes[0]) and all(ax.get_xlabel() for ax in fig.axes)
     assert [ax.get_title() for ax in fig.axes] == ["FP32", "INT8 absmax per channel", "INT4 zero-point g32"]
@@ -492,7 +492,7 @@ def test_plot_weight_histograms(tiny):
 @pytest.mark.parametrize("config", ["int8-tensor", QuantConfig(3, "zeropoint", "tensor", scale_dtype="fp32")])
 def test_plot_number_line(config):
     v = torch.tensor([-0.9, -0.31, 0.0, 0.12, 0.5, 1.7])
-    fig = S.plot_number_line(v, config)
+    fig = chapter05.plot_number_line(v, config)
     assert isinstance(fig, Figure)
     ax = fig.axes[0]
     assert ax.get_xlabel()
@@ -504,11 +504,11 @@ def test_plot_number_line(config):
 @pytest.mark.parametrize("config", ["int8-channel", "int4-g32", "nf4", QuantConfig(4, "zeropoint", "channel")])
 def test_plot_number_line_needs_one_scale(config):
     with pytest.raises(ValueError, match="one scale"):
-        S.plot_number_line(torch.linspace(-1, 1, 64), config)
+        chapter05.plot_number_line(torch.linspace(-1, 1, 64), config)
 
 
 def test_plot_nf4_levels(tiny):
-    fig = S.plot_nf4_levels(tiny.transformer.h[0].mlp.c_fc.weight)
+    fig = chapter05.plot_nf4_levels(tiny.transformer.h[0].mlp.c_fc.weight)
     assert isinstance(fig, Figure) and labelled(fig.axes[0])
     red = [ln for ln in fig.axes[0].lines if ln.get_color() == "tab:red"]
     assert len(red) == 16
@@ -519,7 +519,7 @@ def test_plot_nf4_levels(tiny):
 # ---------------------------------------------------------------------------------------------
 
 def test_perplexity_table():
-    table = S.perplexity_table([("base", 10.0), ("int4", 11.5)], baseline=10.0)
+    table = chapter05.perplexity_table([("base", 10.0), ("int4", 11.5)], baseline=10.0)
     assert table.rows == [["base", "10.0000", "+0.00%"], ["int4", "11.5000", "+15.00%"]]
 
 
@@ -530,9 +530,9 @@ def test_style_table(monkeypatch, tok):
         calls.append((model, tokenizer, texts))
         return 20.0 if texts is not None else 5.0
 
-    monkeypatch.setattr(S, "test_perplexity", fake)
+    monkeypatch.setattr(ptq, "test_perplexity", fake)
     a, b = nn.Linear(1, 1), nn.Linear(1, 1)
-    table = S.style_table({"A": a, "B": b}, ["once upon a time"], tok)
+    table = chapter05.style_table({"A": a, "B": b}, ["once upon a time"], tok)
     assert table.rows == [["A", "20.00", "5.000"], ["B", "20.00", "5.000"]]
     assert [(m, t) for m, _, t in calls] == [(a, ["once upon a time"]), (a, None), (b, ["once upon a time"]),
                                              (b, None)]
