@@ -1,0 +1,214 @@
+"""The book's bibliography: book/references.bib is well formed, every key a chapter cites exists, and
+learner-facing text points at the lecture notes and the bibliography, not at maintainers' files.
+
+The .bib file is parsed here with a small brace-matching reader (no BibTeX dependency); the book build
+(sphinxcontrib-bibtex, ``--warningiserror``) is the second check: it fails on a cited key that is missing.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BOOK = ROOT / "book"
+BIB = BOOK / "references.bib"
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+# Entry types pybtex's "plain" style can format, with the fields it cannot do without.
+REQUIRED_BY_TYPE = {
+    "article": {"journal"},
+    "book": {"publisher"},
+    "booklet": set(),
+    "inbook": {"publisher"},
+    "incollection": {"booktitle", "publisher"},
+    "inproceedings": {"booktitle"},
+    "manual": set(),
+    "mastersthesis": {"school"},
+    "misc": set(),
+    "phdthesis": {"school"},
+    "proceedings": set(),
+    "techreport": {"institution"},
+    "unpublished": {"note"},
+}
+NON_ENTRIES = {"comment", "string", "preamble"}
+
+# {cite}`a`, {cite:p}`a,b`, {cite:t}`a`, {cite:ps}`a`, {cite:year}`a`, ... in MyST markdown.
+CITE_ROLE = re.compile(r"\{cite(?::[a-z]+)?\}`([^`]*)`")
+
+# Learner-facing text speaks of "the lecture notes" and cites the bibliography; these are maintainers' words.
+FORBIDDEN = re.compile(r"REFERENCES\.md|references file|course['’]s references|seed 00", re.IGNORECASE)
+
+
+def _matching_brace(text: str, start: int) -> int:
+    """Index of the brace that closes the one at ``text[start]``."""
+    depth = 0
+    for i in range(start, len(text)):
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return i
+    raise ValueError(f"unbalanced braces from offset {start}")
+
+
+def _split_top_level(body: str) -> list[str]:
+    """Split an entry body at the commas that are not inside braces or quotes."""
+    parts, depth, quoted, current = [], 0, False, []
+    for ch in body:
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+        elif ch == '"' and depth == 0:
+            quoted = not quoted
+        if ch == "," and depth == 0 and not quoted:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    parts.append("".join(current))
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _field_value(raw: str) -> str:
+    raw = raw.strip()
+    if raw.startswith("{") and raw.endswith("}"):
+        return raw[1:-1].strip()
+    if raw.startswith('"') and raw.endswith('"'):
+        return raw[1:-1].strip()
+    return raw  # a number or a macro such as jul
+
+
+def parse_bib(text: str) -> list[dict]:
+    """Entries of a .bib text as dicts: ``type``, ``key``, ``fields`` (lower-case names) and ``line``."""
+    entries = []
+    for m in re.finditer(r"^@\s*(\w+)\s*\{", text, re.MULTILINE):
+        kind = m.group(1).lower()
+        if kind in NON_ENTRIES:
+            continue
+        open_brace = m.end() - 1
+        body = text[open_brace + 1:_matching_brace(text, open_brace)]
+        key, *raw_fields = _split_top_level(body)
+        fields = {}
+        for raw in raw_fields:
+            name, sep, value = raw.partition("=")
+            assert sep, f"entry {key!r}: cannot read field {raw[:40]!r}"
+            fields[name.strip().lower()] = _field_value(value)
+        entries.append({"type": kind, "key": key, "fields": fields,
+                        "line": text.count("\n", 0, m.start()) + 1})
+    return entries
+
+
+ENTRIES = parse_bib(BIB.read_text(encoding="utf-8"))
+KEYS = {e["key"] for e in ENTRIES}
+
+
+def _markdown_sources() -> list[tuple[str, str]]:
+    """(where, text) of every markdown cell of every notebook and every MyST page of the book."""
+    sources = []
+    for path in NOTEBOOKS:
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        for i, cell in enumerate(nb["cells"]):
+            if cell["cell_type"] == "markdown":
+                sources.append((f"{path.name} cell {i}", "".join(cell["source"])))
+    for path in sorted(BOOK.glob("*.md")):
+        sources.append((f"book/{path.name}", path.read_text(encoding="utf-8")))
+    return sources
+
+
+def _cited_keys(text: str) -> list[str]:
+    return [key.strip() for roles in CITE_ROLE.findall(text) for key in roles.split(",") if key.strip()]
+
+
+# --- (a) the .bib file ---------------------------------------------------------------------------------
+
+def test_the_bibliography_has_the_course_sources():
+    assert len(ENTRIES) >= 25, f"only {len(ENTRIES)} entries in {BIB.name}"
+    for key in ("devlin2019bert", "rajbhandari2020zero", "frantar2023gptq", "ieee754_2019", "zhao2023fsdp"):
+        assert key in KEYS
+
+
+def test_keys_are_unique_and_readable():
+    keys = [e["key"] for e in ENTRIES]
+    duplicates = sorted({k for k in keys if [x.lower() for x in keys].count(k.lower()) > 1})
+    assert not duplicates, f"duplicate keys: {duplicates}"
+    for key in keys:
+        assert re.fullmatch(r"[a-z][a-z0-9_\-]*", key), f"key {key!r}: use lower case, digits, _ and -"
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e["key"])
+def test_entry_is_complete(entry):
+    fields, where = entry["fields"], f"{entry['key']} (line {entry['line']})"
+    assert entry["type"] in REQUIRED_BY_TYPE, f"{where}: @{entry['type']} cannot be formatted by the plain style"
+    assert fields.get("author") or fields.get("organization"), f"{where}: no author or organisation"
+    assert fields.get("title"), f"{where}: no title"
+    assert re.fullmatch(r"(19|20)\d\d", fields.get("year", "")), f"{where}: year must be four digits"
+    missing = REQUIRED_BY_TYPE[entry["type"]] - fields.keys()
+    assert not missing, f"{where}: @{entry['type']} needs {sorted(missing)}"
+    if "eprint" in fields:
+        assert re.fullmatch(r"\d{4}\.\d{4,5}", fields["eprint"]), f"{where}: eprint is not an arXiv id"
+    if "url" in fields:
+        assert fields["url"].startswith("https://"), f"{where}: url must be https"
+    if "doi" in fields:
+        assert fields["doi"].startswith("10."), f"{where}: doi without the https://doi.org/ prefix"
+
+
+def test_the_parser_reads_nested_braces():
+    text = "% comment\n@misc{a_1,\n  author = {{Hugging Face}},\n  title = {{BERT}: x, y},\n  year = 2020,\n}\n"
+    (entry,) = parse_bib(text)
+    assert entry["key"] == "a_1"
+    assert entry["fields"] == {"author": "{Hugging Face}", "title": "{BERT}: x, y", "year": "2020"}
+
+
+# --- (b) every cited key exists, and the book is wired to the bibliography ------------------------------
+
+def test_the_cite_pattern_reads_every_role_form():
+    text = "{cite:p}`a, b` and {cite:t}`c` and {cite}`d` and {cite:ps}`e`"
+    assert _cited_keys(text) == ["a", "b", "c", "d", "e"]
+
+
+def test_every_cited_key_is_in_the_bibliography():
+    missing = [f"{where}: {key}" for where, text in _markdown_sources() for key in _cited_keys(text)
+               if key not in KEYS]
+    assert not missing, "cited keys missing from book/references.bib:\n" + "\n".join(missing)
+
+
+def test_the_book_builds_the_bibliography_page():
+    config = (BOOK / "_config.yml").read_text(encoding="utf-8")
+    assert re.search(r"^bibtex_bibfiles:.*references\.bib", config, re.MULTILINE)
+    assert "bibtex_reference_style: author_year" in config
+    toc = (BOOK / "_toc.yml").read_text(encoding="utf-8")
+    assert re.search(r"^\s*- file: bibliography\s*$", toc, re.MULTILINE)
+    page = (BOOK / "bibliography.md").read_text(encoding="utf-8")
+    assert page.startswith("# Bibliography")
+    assert re.search(r"```\{bibliography\}\s*\n:all:\s*\n```", page), "list every entry, cited or not yet"
+
+
+# --- (c) learner-facing text -----------------------------------------------------------------------------
+
+def _cell_texts(cell: dict) -> list[str]:
+    """A cell's source and, for code cells, the text of its committed outputs."""
+    texts = ["".join(cell["source"])]
+    for out in cell.get("outputs", []):
+        if "text" in out:
+            texts.append("".join(out["text"]))
+        for mime in ("text/plain", "text/markdown", "text/html"):
+            if mime in out.get("data", {}):
+                texts.append("".join(out["data"][mime]))
+    return texts
+
+
+@pytest.mark.xfail(strict=False, reason="chapters being updated")
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebooks_speak_of_the_lecture_notes(path):
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    hits = [f"cell {i} ({cell['cell_type']}): ...{text[max(0, m.start() - 30):m.end() + 30]!r}..."
+            for i, cell in enumerate(nb["cells"]) if cell["cell_type"] in ("markdown", "code")
+            for text in _cell_texts(cell) for m in FORBIDDEN.finditer(text)]
+    assert not hits, (f"{path.name}: say 'the lecture notes' and cite the bibliography, not the seeds or the "
+                      "maintainers' references file:\n" + "\n".join(hits))
