@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import math
 import re
-import sys
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import lru_cache
@@ -455,13 +454,16 @@ class _Source:
     width: int
     mantissa_bits: int
     bias: int
-    dtype: Any
+    dtype: Any  # the unsigned integer type of the bits
+    signed: Any  # the signed integer type of the same width
+    float: Any  # the float type itself
 
 
-_SRC32 = _Source(32, 23, 127, np.uint32)
-_SRC64 = _Source(64, 52, 1023, np.uint64)
-_CHUNK = 1 << 16  # elements per pass: keeps the temporaries in cache
-_LITTLE = sys.byteorder == "little"
+_SRC32 = _Source(32, 23, 127, np.uint32, np.int32, np.float32)
+_SRC64 = _Source(64, 52, 1023, np.uint64, np.int64, np.float64)
+_CHUNK = 1 << 15  # elements per step: a step's temporaries stay in the core's cache
+_FEW = 32  # a chunk with at most 1/_FEW of its results outside the normal range defers them
+_TINY = np.array([5e-324])  # the smallest float64 subnormal
 
 
 def _fits_float32(fmt: FloatFormat) -> bool:
@@ -469,138 +471,180 @@ def _fits_float32(fmt: FloatFormat) -> bool:
     return fmt.mantissa_bits <= 23 and fmt.emin >= -126 and fmt.emax <= 127
 
 
-def _encode_exceptional(b: np.ndarray, src: _Source, fmt: FloatFormat, saturate: bool) -> np.ndarray:
-    """Encode the inputs the fast path cannot: below the min normal, overflowing, inf and NaN.
+@dataclass(frozen=True)
+class _Plan:
+    """The constants that round one source type (float32 or float64 bits) to one format."""
 
-    Below the min normal the result is round(significand * 2**q / 2**(emin - m)): a right shift
-    by a per-element amount, rounded to nearest even. Everything else overflows (or is NaN).
-    Branch-free, in place and without numpy's (slow) masked copies and min/max, as it may run
-    on whole chunks. numpy defines shifts by the bit width or more as giving 0.
-    """
-    dt, w, ms = src.dtype, src.width, src.mantissa_bits
-    m, n = fmt.mantissa_bits, fmt.total_bits
-    one, top = dt(1), dt(w - 1)
-    mag = b & dt((1 << (w - 1)) - 1)
-    nan = mag > dt(((1 << (w - 1 - ms)) - 1) << ms)
-    if not fmt.has_nan and nan.any():
-        raise ValueError(f"format {fmt.name} has no NaN: cannot encode NaN")
-    # value = sig * 2**(e1 - bias - ms), e1 the biased exponent, 1 for source subnormals
-    e1 = mag >> dt(ms)
-    sig = e1 - one
-    np.right_shift(sig, top, out=sig)  # 1 where the exponent field is 0 (it wrapped), else 0
-    np.add(e1, sig, out=e1)
-    np.subtract(e1, one, out=sig)
-    np.left_shift(sig, dt(ms), out=sig)
-    np.subtract(mag, sig, out=sig)
-    # shift to the subnormal spacing: >= 1 unless target and source subnormals coincide;
-    # it wraps around to a huge shift for values that are not small (their result is unused)
-    s = np.subtract(dt(fmt.emin - m + src.bias + ms), e1, out=e1)
-    exact = sig.copy() if fmt.emin - m == 1 - src.bias - ms else None
-    r = np.right_shift(sig, s)  # r = (sig + half - 1 + lsb) >> s
-    np.bitwise_and(r, one, out=r)
-    np.add(r, sig, out=r)
-    half = np.left_shift(one, s, out=sig)
-    np.right_shift(half, one, out=half)
-    np.add(r, half, out=r)
-    np.subtract(r, one, out=r)
-    np.right_shift(r, s, out=r)
-    if exact is not None:
-        np.copyto(r, exact, where=s == 0)
-    # not small (mag >= threshold): overflow. big = all ones there: (threshold - 1 - mag) < 0
-    big = np.subtract(dt(((fmt.emin + src.bias) << ms) - 1), mag, out=mag).view(f"i{w // 8}")
-    np.right_shift(big, w - 1, out=big)  # arithmetic shift: 0 or -1
-    over_value = fmt.max_pattern + (0 if saturate or fmt.nan_encoding == "none" else 1)
-    flip = np.bitwise_xor(r, dt(over_value), out=s)  # r ^= (r ^ over) & big
-    np.bitwise_and(flip, big.view(dt), out=flip)
-    np.bitwise_xor(r, flip, out=r)
-    sign = np.right_shift(b, top, out=s)
-    if fmt.nan_encoding == "fnuz":  # no -0; the NaN is the sign bit alone; overflow is that NaN
-        np.copyto(sign, dt(0), where=r == 0)
-    elif fmt.has_nan:
-        np.copyto(r, dt(fmt.nan_pattern), where=nan)
-    np.left_shift(sign, dt(n - 1), out=sign)
-    np.bitwise_or(r, sign, out=r)
-    if fmt.nan_encoding == "fnuz":
-        np.copyto(r, dt(1 << (n - 1)), where=nan)
-    return r.astype(_uint_dtype(n))
+    src: _Source
+    fmt: FloatFormat
+    shift: int  # source mantissa bits rounded off: ms - m
+    flip: bool  # odd rebias: the result's last bit is the opposite of the last kept source bit
+    add: int  # added before the shift: half an ulp minus 1, minus the source bits of min_normal
+    limit: int  # the largest sum whose result is in the normal range, min_normal..max
+    lo: int  # the pattern of min_normal, 1 << m: the shifted sum counts the ulps above it
+    over: int  # the pattern of an overflow: max when saturating, else the next one (inf or NaN)
+    min_normal_bits: int  # the source bits of min_normal, 2**emin
+    inf_bits: int  # the source bits of +inf; NaN bits are above
+    magic: float  # 2**(emin - m + ms) * prescale: adding it rounds onto the subnormal grid
+    magic_bits: int  # the source bits of ``magic``
+    prescale: float  # 1, or the power of two that keeps ``magic`` finite for very large emin
 
 
 @lru_cache(maxsize=None)
-def _plan(src: _Source, fmt: FloatFormat) -> tuple:
-    """Constants of the fast path: shift, added constant, parity flip, valid output range."""
-    shift = src.mantissa_bits - fmt.mantissa_bits
-    rebias = (src.bias - fmt.bias) << fmt.mantissa_bits
-    mod = 1 << src.width
-    add = (((1 << (shift - 1)) - 1 if shift else 0) - (rebias << shift)) % mod
-    return shift, src.dtype(add), bool(rebias & 1), 1 << fmt.mantissa_bits, fmt.max_pattern
+def _plan(src: _Source, fmt: FloatFormat, saturate: bool) -> _Plan:
+    """Work out the rounding constants for ``src`` bits to ``fmt``, once per pair."""
+    m, ms, w = fmt.mantissa_bits, src.mantissa_bits, src.width
+    shift = ms - m
+    rebias = (src.bias - fmt.bias) << m  # source (bits >> shift) minus this is the target pattern
+    flip = shift > 0 and rebias % 2 == 1
+    min_normal_bits = (src.bias + fmt.emin) << ms
+    half_minus_one = (1 << (shift - 1)) - 1 if shift else 0
+    add = (half_minus_one + flip - min_normal_bits) % (1 << w)  # + flip: see _round_normal
+    lo = 1 << m
+    saturating = saturate or fmt.nan_encoding == "none"
+    grid = fmt.emin - m + ms  # the binade whose ulp is the subnormal step, 2**(emin - m)
+    scale = max(0, grid - src.bias)  # > 0 only for a bias far below zero
+    return _Plan(
+        src=src,
+        fmt=fmt,
+        shift=shift,
+        flip=flip,
+        add=add,
+        limit=((fmt.max_pattern - lo + 1) << shift) - 1,
+        lo=lo,
+        over=fmt.max_pattern if saturating else fmt.max_pattern + 1,
+        min_normal_bits=min_normal_bits,
+        inf_bits=((1 << (w - 1 - ms)) - 1) << ms,
+        magic=math.ldexp(1.0, grid - scale),
+        magic_bits=(grid - scale + src.bias) << ms,
+        prescale=math.ldexp(1.0, -scale),
+    )
+
+
+class _Workspace:
+    """Scratch arrays for encoding up to ``size`` elements at a time, reused from chunk to chunk."""
+
+    def __init__(self, size: int, p: _Plan, out_dtype: np.dtype) -> None:
+        dt = p.src.dtype
+        self.mag, self.sums, self.sub = np.empty(size, dt), np.empty(size, dt), np.empty(size, dt)
+        self.sign = np.empty(size, out_dtype)
+        self.mask = np.empty(size, bool)
+        # numpy vectorises minimum/maximum of two arrays, not of an array and a scalar (3x slower)
+        self.min_normal_bits = np.full(size, p.min_normal_bits, dt)
+        self.over = np.full(size, p.over - p.lo, p.src.signed)
+
+
+def _flushing_subnormals() -> bool:
+    """Whether the CPU flushes subnormals to zero right now (``torch.set_flush_denormal(True)``)."""
+    return bool((_TINY * 1.0)[0] == 0.0)
+
+
+def _round_normal(mag: np.ndarray, p: _Plan, out: np.ndarray) -> None:
+    """Round magnitude bits to the target mantissa (ties to even), as a count of ulps above min_normal.
+
+    The bit pattern of a float grows with its value, so within the normal range rounding the
+    pattern rounds the value: ``out = mag + half - 1 + last - min_normal_bits`` (mod 2**width),
+    where ``last`` is the last bit kept; ``out >> shift`` is then the result's pattern minus
+    ``lo`` (a mantissa carry bumps the exponent, as it should). The result is normal exactly when
+    ``out <= p.limit``: a magnitude below min_normal wraps around to a huge unsigned number.
+    """
+    if not p.shift:  # nothing to round off
+        np.add(mag, p.src.dtype(p.add), out=out)
+        return
+    np.right_shift(mag, p.src.dtype(p.shift), out=out)  # step 1: the last kept bit...
+    np.bitwise_and(out, p.src.dtype(1), out=out)  # ...alone
+    if p.flip:  # step 2: + last; an odd rebias flips the parity: + (1 - last), the 1 is in add
+        np.subtract(mag, out, out=out)
+    else:
+        np.add(mag, out, out=out)
+    np.add(out, p.src.dtype(p.add), out=out)  # step 3: + half - 1, - min_normal (borrow below it)
+
+
+def _finish_rare(ws: _Workspace, p: _Plan, k: int, o: np.ndarray) -> None:
+    """Write pattern minus ``lo`` for elements anywhere: subnormal, zero, normal, overflow, inf or NaN."""
+    src, fmt = p.src, p.fmt
+    mag, steps, sub = ws.mag[:k], ws.sums[:k].view(src.signed), ws.sub[:k]
+    # normal reading: ulps above min_normal (arithmetic shift: negative below min_normal)
+    np.right_shift(steps, src.signed(p.shift), out=steps)
+    # subnormal reading: below min_normal the format is fixed point with step 2**(emin - m). Adding
+    # magic = 2**(emin - m + ms) puts |x| in magic's binade, whose ulp is that step, so the float
+    # addition itself rounds |x| to the nearest step, ties to even; the sum's bits minus magic's
+    # count the steps. |x| is first clamped to min_normal (so inf and NaN give lo, too).
+    np.minimum(mag, ws.min_normal_bits[:k], out=sub)
+    value = sub.view(src.float)
+    if p.prescale != 1.0:
+        np.multiply(value, src.float(p.prescale), out=value)
+    np.add(value, src.float(p.magic), out=value)
+    np.subtract(sub, src.dtype(p.magic_bits + p.lo), out=sub)  # steps minus lo: -lo..0
+    # below min_normal the normal reading is never above the subnormal one, and above it the
+    # subnormal reading is 0: the larger reading is right. Then overflow (inf, NaN) -> over.
+    np.maximum(steps, sub.view(src.signed), out=steps)
+    np.minimum(steps, ws.over[:k], out=steps)
+    if fmt.nan_pattern != p.over and mag.max() > p.inf_bits:
+        nan = np.greater(mag, src.dtype(p.inf_bits), out=ws.mask[:k])
+        if fmt.nan_pattern is None:
+            raise ValueError(f"format {fmt.name} has no NaN: cannot encode NaN")
+        np.copyto(steps, src.signed(fmt.nan_pattern - p.lo), where=nan)
+    np.copyto(o, steps, casting="unsafe")  # negative values wrap; adding lo unwraps them
+
+
+def _encode_chunk(b: np.ndarray, p: _Plan, ws: _Workspace, o: np.ndarray, defer: bool) -> np.ndarray | None:
+    """Encode one chunk of source bits into ``o``; return the positions left for later, if any."""
+    k, src, fmt = b.size, p.src, p.fmt
+    n = fmt.total_bits
+    mag, sums, sign = ws.mag[:k], ws.sums[:k], ws.sign[:k]
+    np.bitwise_and(b, src.dtype((1 << (src.width - 1)) - 1), out=mag)  # |x|
+    _round_normal(mag, p, sums)
+    later, rare = None, False
+    if sums.max() <= p.limit:  # the usual case: every result is a normal number
+        np.right_shift(sums, src.dtype(p.shift), out=o, casting="unsafe")  # step 4: drop the rest
+    else:
+        outside = np.greater(sums, src.dtype(p.limit), out=ws.mask[:k])
+        if defer and np.count_nonzero(outside) * _FEW <= k:  # a few: fix them after the last chunk
+            np.right_shift(sums, src.dtype(p.shift), out=o, casting="unsafe")
+            later = np.flatnonzero(outside)
+        else:
+            _finish_rare(ws, p, k, o)
+            rare = True
+    np.add(o, o.dtype.type(p.lo), out=o)  # step 5: the ulps above min_normal + min_normal's pattern
+    # step 6: the sign bit, from the top of the source bits to the top of the pattern
+    np.right_shift(b, src.dtype(src.width - n), out=sign, casting="unsafe")
+    np.bitwise_and(sign, sign.dtype.type(1 << (n - 1)), out=sign)
+    if rare and fmt.nan_encoding == "fnuz":  # no -0: zero drops its sign
+        np.copyto(sign, 0, where=o == 0)
+    np.bitwise_or(o, sign, out=o)
+    return later
 
 
 def _encode_floats(x: np.ndarray, fmt: FloatFormat, saturate: bool) -> np.ndarray:
-    """Encode a flat float32/float64 array: fast linear path per chunk, exact fix-ups for the rest."""
-    if x.dtype == np.float32 and not _fits_float32(fmt):
-        with np.errstate(invalid="ignore"):
-            x = x.astype(np.float64)  # exact
-    src = _SRC32 if x.dtype == np.float32 else _SRC64
-    bits = x.view(src.dtype)
-    shift, add, flip, lo, hi = _plan(src, fmt)
-    n = fmt.total_bits
-    out = np.empty(bits.shape, _uint_dtype(n))
-    # The sign of a little-endian source already sits at the top of its last 8/16/32-bit word.
-    sign_words = None
-    if _LITTLE and n in (8, 16, 32) and src.width > n:
-        step = src.width // n
-        sign_words = bits.view(out.dtype)[step - 1 :: step]
-    size = min(_CHUNK, bits.size)
-    mag, t = np.empty(size, src.dtype), np.empty(size, src.dtype)
-    sgn = np.empty(size, out.dtype if sign_words is not None else src.dtype)
-    below, above = np.empty(size, bool), np.empty(size, bool)
-    magmask, one = src.dtype((1 << (src.width - 1)) - 1), src.dtype(1)
-    shift_s, sign_shift = src.dtype(shift), src.dtype(src.width - n)
-    signmask = sgn.dtype.type(1 << (n - 1))
-    lo_s, hi_s = src.dtype(lo), src.dtype(hi)
-    exceptional = []
-    for start in range(0, bits.size, _CHUNK):
-        b = bits[start : start + _CHUNK]
-        k = b.size
-        mk, tk, sk, o = mag[:k], t[:k], sgn[:k], out[start : start + k]
-        np.bitwise_and(b, magmask, out=mk)
-        if shift:  # t = (mag + half - 1 + lsb - rebias) >> shift, wrapping below the normal range
-            np.right_shift(mk, shift_s, out=tk)
-            if flip:
-                np.invert(tk, out=tk)
-            np.bitwise_and(tk, one, out=tk)
-            np.add(tk, mk, out=tk)
-            np.add(tk, add, out=tk)
-            np.right_shift(tk, shift_s, out=tk)
-        else:
-            np.add(mk, add, out=tk)
-        np.copyto(o, tk, casting="unsafe")
-        if sign_words is not None:
-            np.bitwise_and(sign_words[start : start + k], signmask, out=sk)
-        else:
-            np.right_shift(b, sign_shift, out=sk)
-            np.bitwise_and(sk, signmask, out=sk)
-        np.bitwise_or(o, sk, out=o, casting="unsafe")
-        if tk.min() < lo_s or tk.max() > hi_s:  # zero, subnormal, overflow, inf or NaN here
-            np.less(tk, lo_s, out=below[:k])
-            np.greater(tk, hi_s, out=above[:k])
-            np.logical_or(below[:k], above[:k], out=below[:k])
-            count = np.count_nonzero(below[:k])
-            if count > k // 8:  # many: redo the whole chunk, while it is in cache, and blend
-                fixed = _encode_exceptional(b, src, fmt, saturate)
-                pick = np.subtract(0, below[:k], dtype=o.dtype)  # all ones where exceptional
-                np.bitwise_xor(fixed, o, out=fixed)
-                np.bitwise_and(fixed, pick, out=fixed)
-                np.bitwise_xor(o, fixed, out=o)  # o ^ ((fixed ^ o) & pick)
-            elif count > k // 256:  # some: redo those now
-                idx = np.flatnonzero(below[:k])
-                o[idx] = _encode_exceptional(b[idx], src, fmt, saturate)
-            else:  # few: fix them all at the end, in one call
-                exceptional.append(np.flatnonzero(below[:k]) + start)
-    if exceptional:
-        idx = np.concatenate(exceptional)
-        out[idx] = _encode_exceptional(bits[idx], src, fmt, saturate)
-    return out
+    """Encode a flat float32/float64 array chunk by chunk; results outside the normal range are fixed apart."""
+    flushing = _flushing_subnormals()
+    if flushing:  # subnormal inputs would read as 0 in the float steps below: turn that off
+        torch.set_flush_denormal(False)
+    try:
+        if x.dtype == np.float32 and not _fits_float32(fmt):
+            with np.errstate(invalid="ignore"):
+                x = x.astype(np.float64)  # exact
+        src = _SRC32 if x.dtype == np.float32 else _SRC64
+        p = _plan(src, fmt, saturate)
+        bits = x.view(src.dtype)
+        out = np.empty(bits.shape, _uint_dtype(fmt.total_bits))
+        ws = _Workspace(min(_CHUNK, bits.size), p, out.dtype)
+        deferred = []
+        for start in range(0, bits.size, _CHUNK):
+            b = bits[start : start + _CHUNK]
+            later = _encode_chunk(b, p, ws, out[start : start + b.size], defer=True)
+            if later is not None:
+                deferred.append(later + start)
+        if deferred:  # the few results outside the normal range, from all chunks at once
+            idx = np.concatenate(deferred)
+            fixed = np.empty(idx.size, out.dtype)
+            _encode_chunk(bits[idx], p, _Workspace(idx.size, p, out.dtype), fixed, defer=False)
+            out[idx] = fixed
+        return out
+    finally:
+        if flushing:
+            torch.set_flush_denormal(True)
 
 
 def _encode_ints(x: np.ndarray, fmt: IntFormat) -> np.ndarray:

@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 import torch
 
+from course_lib import dtypes
 from course_lib.checks import choice, positive
 from course_lib.tables import Table
 
@@ -32,13 +33,8 @@ __all__ = [
     "time_matmul", "matmul_benchmark", "speedups", "matmul_table", "cpu_features", "cpu_name", "describe_machine",
 ]  # fmt: skip
 
-#: The dtypes the matrix benchmark knows, by the course's names.
-MATMUL_DTYPES: dict[str, torch.dtype] = {
-    "fp32": torch.float32,
-    "bf16": torch.bfloat16,
-    "fp16": torch.float16,
-    "fp64": torch.float64,
-}
+#: The dtypes the matrix benchmark knows, by the course's names (:mod:`course_lib.dtypes`).
+MATMUL_DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp64")
 
 #: CPU feature flags (as Linux's /proc/cpuinfo spells them) that matter for low-precision maths.
 CPU_FEATURES: dict[str, str] = {
@@ -58,7 +54,7 @@ CPU_FEATURES: dict[str, str] = {
 
 
 def _dtype(name: Any) -> torch.dtype:
-    return MATMUL_DTYPES[choice(name, MATMUL_DTYPES, "dtype")]
+    return dtypes.torch_dtype(choice(name, MATMUL_DTYPES, "dtype"), MATMUL_DTYPES)
 
 
 def _device(device: str | torch.device | None) -> torch.device:

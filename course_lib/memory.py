@@ -39,16 +39,6 @@ BYTES_PER_DTYPE: dict[str, float] = {
     "int4": 0.5,
 }
 
-#: The torch dtype behind each name, where torch has one, to check the table against.
-TORCH_DTYPES: dict[str, torch.dtype] = {
-    "fp32": torch.float32,
-    "fp16": torch.float16,
-    "bf16": torch.bfloat16,
-    "fp8": torch.float8_e4m3fn,
-    "int8": torch.int8,
-}
-
-
 @dataclass(frozen=True)
 class Precision:
     """How a training regime stores weights, gradients, master weights and optimizer states."""
@@ -468,31 +458,6 @@ class Measurement:
     optimizer_states: int
     activations: int
     cuda_peak: int | None = None
-
-
-def tiny_gpt2(
-    n_layers: int = 4, hidden: int = 256, n_heads: int = 4, vocab: int = 8192, positions: int = 256, dropout: float = 0.1
-):
-    """A small GPT-2 built from a transformers config (random weights, eager attention, exact GELU)."""
-    from transformers import GPT2Config, GPT2LMHeadModel
-
-    config = GPT2Config(
-        n_layer=n_layers,
-        n_embd=hidden,
-        n_head=n_heads,
-        vocab_size=vocab,
-        n_positions=positions,
-        resid_pdrop=dropout,
-        embd_pdrop=dropout,
-        attn_pdrop=dropout,
-        activation_function="gelu",
-        bos_token_id=vocab - 1,
-        eos_token_id=vocab - 1,
-    )
-    config._attn_implementation = "eager"
-    model = GPT2LMHeadModel(config)
-    model.loss_type = "ForCausalLM"  # the causal-LM loss, named so transformers need not guess it
-    return model
 
 
 def dropout_mask_bytes(device: torch.device | str, bytes_per_element: float) -> float:

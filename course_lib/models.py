@@ -150,14 +150,22 @@ def tiny_config(
     layers: int = 2,
     heads: int = 4,
     context: int = 64,
+    vocab: int | None = None,
+    dropout: float = 0.0,
+    activation: str | None = None,
+    attention: str | None = None,
 ) -> PretrainedConfig:
     """A small transformers config of ``kind`` sized from the tokenizer's vocabulary.
 
     ``hidden`` is the model width (feed-forward width 4 x hidden), ``layers`` the number of
     blocks (for T5: encoder blocks, and as many decoder blocks), ``heads`` the attention heads,
-    ``context`` the longest sequence (positions of BERT and GPT-2). Dropout is off: the tiny
-    models see each token about once, so there is nothing to regularise, and training stays
-    deterministic. The special-token ids come from the tokenizer (default: the course tokenizer).
+    ``context`` the longest sequence (positions of BERT and GPT-2), ``vocab`` the vocabulary size
+    (default: the tokenizer's). Dropout is off unless ``dropout`` is given: the tiny models see
+    each token about once, so there is nothing to regularise, and training stays deterministic.
+    ``activation`` overrides the feed-forward activation (e.g. exact "gelu" for GPT-2, as chapter 2
+    measures); ``attention="eager"`` materialises every attention matrix (what chapter 2's
+    activation formula counts). The special-token ids come from the tokenizer (default: the course
+    tokenizer).
     """
     kind = check_kind(kind)
     for name, value in (("hidden", hidden), ("layers", layers), ("heads", heads),
@@ -167,34 +175,47 @@ def tiny_config(
     if hidden % heads:
         raise ValueError(f"hidden={hidden} must be divisible by heads={heads} "
                          f"(try heads={math.gcd(hidden, heads)} or hidden={heads * (hidden // heads + 1)}).")
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must be a probability in [0, 1), got {dropout!r}.")
     tok = tokenizer if tokenizer is not None else data.course_tokenizer()
-    vocab, pad, eos = len(tok), tok.pad_token_id, tok.eos_token_id
+    pad, eos = tok.pad_token_id, tok.eos_token_id
+    if vocab is None:
+        vocab = len(tok)
+    elif not isinstance(vocab, int) or vocab <= max(pad, eos):
+        raise ValueError(f"vocab must be a whole number above the special-token ids, got {vocab!r}.")
     bos = tok.bos_token_id if tok.bos_token_id is not None else eos
     if kind == "bert":
         from transformers import BertConfig
 
-        return BertConfig(
+        config = BertConfig(
             vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers,
             num_attention_heads=heads, intermediate_size=4 * hidden,
             max_position_embeddings=context, type_vocab_size=1, pad_token_id=pad,
-            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+            hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
+            **({"hidden_act": activation} if activation else {}),
         )
-    if kind == "gpt2":
+    elif kind == "gpt2":
         from transformers import GPT2Config
 
-        return GPT2Config(
+        config = GPT2Config(
             vocab_size=vocab, n_positions=context, n_embd=hidden, n_layer=layers, n_head=heads,
-            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+            resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout,
             bos_token_id=bos, eos_token_id=eos, pad_token_id=pad,
+            **({"activation_function": activation} if activation else {}),
         )
-    from transformers import T5Config
+    else:
+        from transformers import T5Config
 
-    return T5Config(
-        vocab_size=vocab, d_model=hidden, d_kv=hidden // heads, d_ff=4 * hidden,
-        num_layers=layers, num_decoder_layers=layers, num_heads=heads,
-        relative_attention_num_buckets=16, relative_attention_max_distance=context,
-        dropout_rate=0.0, pad_token_id=pad, eos_token_id=eos, decoder_start_token_id=pad,
-    )
+        config = T5Config(
+            vocab_size=vocab, d_model=hidden, d_kv=hidden // heads, d_ff=4 * hidden,
+            num_layers=layers, num_decoder_layers=layers, num_heads=heads,
+            relative_attention_num_buckets=16, relative_attention_max_distance=context,
+            dropout_rate=dropout, pad_token_id=pad, eos_token_id=eos, decoder_start_token_id=pad,
+            **({"feed_forward_proj": activation} if activation else {}),
+        )
+    if attention is not None:
+        config._attn_implementation = attention
+    return config
 
 
 def kind_of_config(config: PretrainedConfig) -> str:

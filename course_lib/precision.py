@@ -8,7 +8,7 @@ range and precision from its bits; this module shows the same limits on real tor
 * :func:`rms_norm` computed entirely in one dtype shows a *large activation* overflowing: one
   outlier feature of 300 squares to 90,000, beyond FP16's 65,504, and the whole output becomes 0;
 * :func:`tiny_gradients` and :func:`relative_error_curve` show *tiny values* underflowing;
-* :func:`train` / :func:`compare_modes` run a small classifier in FP32, FP16 autocast without loss
+* :func:`train_in_mode` / :func:`compare_modes` run a small classifier in FP32, FP16 autocast without loss
   scaling, FP16 with ``torch.amp.GradScaler`` (dynamic loss scaling) and BF16 autocast, recording
   the loss and the fraction of gradient entries that are exactly zero at every step.
 
@@ -31,29 +31,19 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 import torch
 
-from course_lib import formats
+from course_lib import dtypes, formats
 from course_lib.checks import choice as _choice
 from course_lib.checks import positive as _positive
 from course_lib.tables import Table
 
 __all__ = [
-    "TORCH_DTYPES", "MODES", "MODE_LABELS", "torch_dtype", "torch_value_of_bits", "cast", "CastStats",
+    "CAST_FORMATS", "MODES", "MODE_LABELS", "torch_dtype", "torch_value_of_bits", "cast", "CastStats",
     "cast_stats", "cast_table", "activation_with_outlier", "rms_norm", "tiny_gradients",
     "relative_error_curve", "plot_relative_error", "matmul_relative_error", "synthetic_task",
-    "small_mlp", "TrainingRun", "train", "compare_modes", "training_table", "plot_training",
+    "small_mlp", "TrainingRun", "train_in_mode", "compare_modes", "training_table", "plot_training",
 ]  # fmt: skip
 
-#: torch's own dtype for each format name of :mod:`course_lib.formats` that torch can store.
-TORCH_DTYPES: dict[str, torch.dtype] = {
-    "fp64": torch.float64,
-    "fp32": torch.float32,
-    "fp16": torch.float16,
-    "bf16": torch.bfloat16,
-    "e4m3": torch.float8_e4m3fn,
-    "e5m2": torch.float8_e5m2,
-}
-
-#: Training modes of :func:`train`: the precision of the forward and backward maths.
+#: Training modes of :func:`train_in_mode`: the precision of the forward and backward maths.
 MODES = ("fp32", "fp16", "fp16-scaled", "bf16")
 MODE_LABELS = {
     "fp32": "FP32 (reference)",
@@ -65,15 +55,13 @@ _MODE_DTYPES = {"fp32": None, "fp16": torch.float16, "fp16-scaled": torch.float1
 _MODE_COLOURS = {"fp32": "#4C72B0", "fp16": "#C44E52", "fp16-scaled": "#55A868", "bf16": "#DD8452"}
 
 
+#: The format names :func:`cast` and friends accept: the floating-point formats torch can store.
+CAST_FORMATS: tuple[str, ...] = ("fp64", "fp32", "fp16", "bf16", "e4m3", "e5m2")
+
+
 def torch_dtype(name: str) -> torch.dtype:
-    """torch's dtype for a format name ('fp32', 'fp16', 'bf16', 'e4m3', 'e5m2', or an alias such as 'half')."""
-    try:
-        fmt = formats.get_format(name)
-    except ValueError:
-        fmt = None
-    if fmt is None or fmt.name not in TORCH_DTYPES:
-        raise ValueError(f"no torch dtype for format {name!r}; valid values: {', '.join(TORCH_DTYPES)}")
-    return TORCH_DTYPES[fmt.name]
+    """torch's dtype for a floating-point format name of the registry (:mod:`course_lib.dtypes`)."""
+    return dtypes.torch_dtype(name, CAST_FORMATS)
 
 
 def torch_value_of_bits(bits: int, name: str) -> float:
@@ -379,7 +367,7 @@ def _threads(n: int | None) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def train(
+def train_in_mode(
     mode: str,
     steps: int = 150,
     tokens_per_batch: float = 2**22,
@@ -444,14 +432,14 @@ def train(
 
 
 def compare_modes(modes: Sequence[str] = MODES, progress: bool | None = False, **kwargs: Any) -> dict[str, TrainingRun]:
-    """Run :func:`train` once per mode with the same seed and settings (``progress=None``: a bar in a terminal)."""
+    """Run :func:`train_in_mode` once per mode with the same seed and settings (``progress=None``: a bar in a terminal)."""
     if isinstance(modes, str) or not modes:
         raise ValueError(f"modes must be a non-empty list of modes from {', '.join(MODES)}, got {modes!r}")
     modes = [_choice(m, MODES, "training mode") for m in modes]
     from tqdm.auto import tqdm
 
     bar = tqdm(modes, desc="training", disable=None if progress is None else not progress)
-    return {mode: train(mode, **kwargs) for mode in bar}
+    return {mode: train_in_mode(mode, **kwargs) for mode in bar}
 
 
 def training_table(runs: dict[str, TrainingRun]) -> Table:

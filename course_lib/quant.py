@@ -34,11 +34,12 @@ from typing import Any
 
 import torch
 
+from course_lib import dtypes
 from course_lib.checks import choice
 
 SCHEMES = ("absmax", "zeropoint", "nf4")
 GRANULARITIES = ("tensor", "channel", "group")
-SCALE_DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+SCALE_DTYPES: tuple[str, ...] = dtypes.FLOAT_NAMES
 MIN_BITS, MAX_BITS = 2, 8
 
 #: NF4's block size and the block size of its double quantization (QLoRA's choices).
@@ -285,7 +286,7 @@ def _round_scale(scale: torch.Tensor, config: QuantConfig) -> torch.Tensor:
     a step; a slightly larger one keeps every value within half a step of its code.
     """
     scale = torch.where(scale > 0, scale, torch.ones_like(scale))  # an all-zero group: any scale works
-    dtype = SCALE_DTYPES[config.scale_dtype]
+    dtype = dtypes.torch_dtype(config.scale_dtype)
     stored = scale.to(dtype)
     if bool(torch.isfinite(stored).all()) and not bool((stored == 0).any()):
         below = stored.float() < scale
@@ -423,7 +424,7 @@ def quantize(x: torch.Tensor, config: QuantConfig | str = "int8-channel") -> QTe
     if config.double_quant:
         scale, dq_scale, dq_mean = _double_quantize(c.scale)
     else:
-        scale = c.scale.to(SCALE_DTYPES[config.scale_dtype])
+        scale = c.scale.to(dtypes.torch_dtype(config.scale_dtype))
     return QTensor(packed, scale, zero, dq_scale, dq_mean, tuple(x.shape), config)
 
 
@@ -483,7 +484,7 @@ def storage_bytes(shape: tuple[int, ...], config: QuantConfig | str) -> dict[str
         out["scales"] = n_scales  # one int8 code each
         out["double quantization"] = 4 * -(-n_scales // DQ_BLOCK) + 4
     else:
-        out["scales"] = n_scales * torch.empty(0, dtype=SCALE_DTYPES[config.scale_dtype]).element_size()
+        out["scales"] = n_scales * torch.empty(0, dtype=dtypes.torch_dtype(config.scale_dtype)).element_size()
     if config.scheme == "zeropoint":
         out["zero points"] = packed_size(n_scales, config.bits)
     return out

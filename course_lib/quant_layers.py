@@ -28,13 +28,13 @@ from torch import nn
 from torch.nn.utils import parametrize
 from transformers.pytorch_utils import Conv1D
 
-from course_lib import quant
+from course_lib import dtypes, quant
 from course_lib.checks import choice
 from course_lib.memory import tensor_bytes
 from course_lib.quant import QTensor, QuantConfig
 
 #: Whole-model casts that quantize_model also accepts, by name.
-FLOAT_DTYPES: dict[str, torch.dtype] = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+FLOAT_DTYPES: tuple[str, ...] = dtypes.FLOAT_NAMES
 
 _WEIGHTS_FILE = "model.safetensors"
 _META_KEY = "course_lib.quantization"
@@ -182,7 +182,7 @@ def quantize_model(model: nn.Module, config: QuantConfig | str, *, embeddings: b
     """
     _check_model(model)
     if isinstance(config, str) and config.strip().lower() in FLOAT_DTYPES:
-        return copy.deepcopy(model).to(FLOAT_DTYPES[config.strip().lower()])
+        return copy.deepcopy(model).to(dtypes.torch_dtype(config, FLOAT_DTYPES))
     config = quant.get_config(config)
     model = copy.deepcopy(model)
     shared: dict[int, QuantizedWeight] = {}

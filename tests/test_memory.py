@@ -7,11 +7,18 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib import memory
+from course_lib import dtypes, memory, models
+
+
+def tiny_gpt2(**shape):
+    """Chapter 2's measurement model: the course's tiny GPT-2, exact GELU, eager attention."""
+    config = models.tiny_config("gpt2", activation="gelu", attention="eager", **shape)
+    return models.build_model(config, seed=0)
 
 
 def test_bytes_per_dtype_match_torch_element_size():
-    for name, dtype in memory.TORCH_DTYPES.items():
+    for name in ("fp32", "fp16", "bf16", "fp8", "int8"):
+        dtype = dtypes.torch_dtype(name)
         assert memory.bytes_per_param(name) == torch.empty(0, dtype=dtype).element_size()
     assert memory.bytes_per_param("int4") == 0.5
 
@@ -63,7 +70,7 @@ def test_activations_grow_with_batch_and_sequence_not_params():
 
 
 def test_parameter_formula_is_exact_for_gpt2():
-    model = memory.tiny_gpt2(n_layers=2, hidden=64, n_heads=2, vocab=500, positions=32)
+    model = tiny_gpt2(layers=2, hidden=64, heads=2, vocab=500, context=32)
     assert memory.shape_of(model).n_params == sum(p.numel() for p in model.parameters())
 
 
@@ -81,7 +88,7 @@ def test_shape_for_params_is_close_to_the_count():
 @pytest.mark.parametrize("dropout", [0.1, 0.0])
 def test_measurement_matches_estimate_on_a_real_model(dropout):
     torch.manual_seed(0)
-    model = memory.tiny_gpt2(n_layers=2, hidden=64, n_heads=2, vocab=512, positions=64, dropout=dropout)
+    model = tiny_gpt2(layers=2, hidden=64, heads=2, vocab=512, context=64, dropout=dropout)
     shape = memory.shape_of(model)
     batch, seq = 4, 32
     m = memory.measure_training_step(model, batch, seq)

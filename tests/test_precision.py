@@ -21,7 +21,7 @@ def test_torch_dtypes_by_name_and_alias():
 
 @pytest.mark.parametrize("name", ["int8", "fp6_e3m2", "e3m2", "float", 16])
 def test_format_without_torch_dtype_is_a_clear_error(name):
-    with pytest.raises(ValueError, match="no torch dtype for format .* valid values: fp64, fp32, fp16, bf16"):
+    with pytest.raises(ValueError, match="unknown dtype .* valid values: fp64, fp32, fp16, bf16, e4m3, e5m2"):
         precision.torch_dtype(name)
 
 
@@ -214,14 +214,14 @@ def test_table_and_plot(runs):
 
 
 def test_training_is_repeatable():
-    a = precision.train("fp16", steps=5)
-    b = precision.train("fp16", steps=5)
+    a = precision.train_in_mode("fp16", steps=5)
+    b = precision.train_in_mode("fp16", steps=5)
     assert a.losses == b.losses and a.zero_fractions == b.zero_fractions
 
 
 def test_threads_are_restored():
     before = torch.get_num_threads()
-    precision.train("bf16", steps=1, threads=1)
+    precision.train_in_mode("bf16", steps=1, threads=1)
     assert torch.get_num_threads() == before
 
 
@@ -238,7 +238,7 @@ def test_threads_are_restored():
 )
 def test_bad_training_input(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        precision.train(**kwargs)
+        precision.train_in_mode(**kwargs)
 
 
 def test_bad_modes_and_empty_runs():
@@ -255,7 +255,7 @@ def test_bad_modes_and_empty_runs():
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present")
 def test_training_on_a_missing_gpu_says_so():
     with pytest.raises(ValueError, match="no CUDA GPU is visible"):
-        precision.train("fp16", steps=1, device="cuda")
+        precision.train_in_mode("fp16", steps=1, device="cuda")
 
 
 # -- exercises -------------------------------------------------------------------------------------
