@@ -198,9 +198,15 @@ def cache_dir() -> Path:
 
 
 def progress_bar(iterable: Any, total: int, desc: str, progress: bool) -> Any:
-    """A tqdm bar over ``iterable`` (nothing drawn when ``progress`` is False or nothing can draw one)."""
-    from tqdm.auto import tqdm
+    """A plain-text tqdm bar over ``iterable`` (nothing drawn when ``progress`` is False).
 
-    # disable=None: a bar in terminals and notebooks that can draw one, nothing in logs.
-    return tqdm(iterable, total=total, desc=desc, disable=None if progress else True,
-                leave=False, mininterval=0.5)
+    Text, not a widget: a saved notebook then holds no widget state that GitHub's or Colab's
+    preview would show as a frozen "0%" bar, and the bar is cleared when the loop ends. In a
+    terminal the bar is drawn only on a real terminal (not in CI logs); in a notebook, always.
+    """
+    from tqdm.std import tqdm
+
+    in_notebook = "ipykernel" in sys.modules
+    disable = True if not progress else (False if in_notebook else None)
+    return tqdm(iterable, total=total, desc=desc, disable=disable, leave=False, mininterval=0.5,
+                file=sys.stderr)
