@@ -1,5 +1,6 @@
 """Every notebook carries its badges and setup cell stamped from course_lib/_about.py, and clean outputs."""
 
+import re
 import sys
 from pathlib import Path
 
@@ -54,3 +55,45 @@ def test_landing_page_lists_every_chapter():
     assert notebooks.chapter_list_markdown() in text, "run: .venv/bin/python tools/notebooks.py"
     for number, title, name in notebooks.CHAPTERS:
         assert title in text
+
+
+#: The book's code column holds about 88 characters; longer lines scroll sideways.
+MAX_CODE_LINE = 88
+
+#: An absolute path of the machine that executed the notebook (home, temporary or system folders).
+ABSOLUTE_PATH = re.compile(r"(?<![\w.])(/root|/home/\w+|/tmp|/Users/\w+|/var/folders|[A-Z]:\\\\Users)[/\\]")
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
+def test_code_lines_fit_the_books_column(path):
+    nb = nbformat.read(path, as_version=4)
+    long = [(i, line) for i, c in enumerate(nb.cells) if c.cell_type == "code"
+            for line in c.source.splitlines() if len(line) > MAX_CODE_LINE]
+    assert not long, f"{path.name}: {len(long)} code line(s) over {MAX_CODE_LINE} characters, e.g. cell {long[0][0]}: {long[0][1]!r}"
+
+
+def _output_texts(cell) -> list[str]:
+    texts = []
+    for out in cell.get("outputs", []):
+        if "text" in out:
+            texts.append(out["text"] if isinstance(out["text"], str) else "".join(out["text"]))
+        for mime, value in out.get("data", {}).items():
+            if mime.startswith("text/"):
+                texts.append(value if isinstance(value, str) else "".join(value))
+    return texts
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
+def test_outputs_show_no_path_of_the_build_machine(path):
+    nb = nbformat.read(path, as_version=4)
+    found = [(i, m.group(0)) for i, c in enumerate(nb.cells) if c.cell_type == "code"
+             for text in _output_texts(c) for m in [ABSOLUTE_PATH.search(text)] if m]
+    assert not found, f"{path.name}: output of cell {found[0][0]} shows the machine's path {found[0][1]!r}..."
+
+
+def test_the_path_pattern_catches_home_and_temporary_folders():
+    for text in ("Saved to /root/.cache/course_lib/x", "at /home/ana/.cache", "in /tmp/abc/model",
+                 r"C:\\Users\\ana\\x"):
+        assert ABSOLUTE_PATH.search(text), text
+    for text in ("window 128 / stride 64", "3 / 4 of the bytes", "https://example.org/root/x", "N/A"):
+        assert not ABSOLUTE_PATH.search(text), text

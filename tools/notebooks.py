@@ -69,11 +69,12 @@ def badges_markdown(notebook: str) -> str:
 def setup_source() -> str:
     """The setup cell: install the pinned course on Colab only, then seed and print the environment check."""
     return (
-        "# Setup: on Colab this installs the course (pinned); everywhere it seeds and checks the environment.\n"
+        "# Setup: installs the course on Colab only (pinned); seeds, checks the environment.\n"
         "import sys\n"
         "\n"
         'if "google.colab" in sys.modules:\n'
-        f'    !pip install -q "course-lib @ git+{REPOSITORY}@{COLAB_REF}"\n'
+        f'    REPOSITORY = "{REPOSITORY}"\n'
+        f'    !pip install -q "course-lib @ git+{{REPOSITORY}}@{COLAB_REF}"\n'
         "\n"
         "from course_lib.env import setup_notebook\n"
         "\n"
