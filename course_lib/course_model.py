@@ -111,7 +111,7 @@ the course's story world and writes nothing else.
 
 ## Training data
 `{info.get('corpus', data.CORPUS_VERSION)}`: {data.N_STORIES:,} short English stories written by
-`course_lib.data.generate_stories` (seed {data.DEFAULT_SEED}), split 90/5/5 into train, validation and
+`course_lib.stories.generate_stories` (seed {data.DEFAULT_SEED}), split 90/5/5 into train, validation and
 test by story; tokenized with the course's byte-level BPE tokenizer ({info.get('vocab_size', data.DEFAULT_VOCAB_SIZE):,}
 tokens, saved with the model). Training tokens: {stats.get('train', 0):,}.
 
