@@ -1,5 +1,7 @@
 """Exact binary floating-point and integer codecs: how a real number becomes bits, and back.
 
+Chapter 3 (*Number formats*) teaches it; chapter 4 (*Quantizing π*) applies it.
+
 A :class:`FloatFormat` describes any small binary float: one sign bit, ``exponent_bits`` of
 biased exponent and ``mantissa_bits`` of stored fraction, plus a convention for the special
 values (``nan_encoding``):
@@ -15,8 +17,8 @@ values (``nan_encoding``):
 Encoding rounds to nearest, ties to even: a value exactly halfway between two neighbours goes to
 the one whose bit pattern is even (last mantissa bit 0 -- IEEE's rule; for ``mantissa_bits=0``
 the last exponent bit decides). Rounding is done once, directly from the input's bits: float32
-inputs are rounded from their 32 bits, everything else from its float64 bits, with integer
-operations only, so there is no double rounding. (torch rounds float64 to FP16/BF16/FP8 through
+inputs are rounded from their 32 bits, everything else from its float64 bits, so there is no
+double rounding. (torch rounds float64 to FP16/BF16/FP8 through
 float32 and so double-rounds: ``1 + 2**-11 + 2**-40`` becomes 1.0 in torch, 1.0009765625 here.)
 
 Overflow -- a value whose rounded magnitude is above the format's max:
@@ -42,12 +44,19 @@ Bit patterns are non-negative integers (``uint8/16/32/64`` arrays); values come 
 (exact for every supported format). Everything accepts Python scalars, numpy arrays and torch
 tensors and answers in kind.
 
-How encoding works: the input's bit pattern, read as an unsigned integer, grows with the value,
-so for results in the target's normal range rounding *the pattern itself* is enough: add half a
-target ulp (minus one, plus the kept last bit, for ties to even), shift right, subtract the
-bias difference; a mantissa carry bumps the exponent, as it should. Results below the min normal
-(subnormals, zero), overflow, inf and NaN are redone by a per-element-shift path. Decoding of
-formats up to 16 bits is a table look-up; the table is built with ``ldexp`` (exact).
+How encoding works, as whole-array numpy steps on chunks of the input: its bit pattern, read as
+an unsigned integer, grows with the value, so for results in the target's normal range rounding
+*the pattern itself* is enough: add half a target ulp (minus one, plus the kept last bit, for ties
+to even), subtract the bias difference, shift right; a mantissa carry bumps the exponent, as it
+should. Below the min normal the format is fixed point, with step ``min_subnormal``: adding
+``2**(emin - m + source mantissa bits)`` to ``|x|`` puts it in a binade whose ulp is that step, so
+the float addition itself rounds ``|x|`` to a multiple of the step (ties to even, exactly once),
+and the sum's bits minus the constant's count the steps: the subnormal pattern. (That needs the
+CPU's gradual underflow; ``encode`` turns flush-to-zero off for its own work if
+``torch.set_flush_denormal(True)`` turned it on.) Overflow is clamped to inf, NaN or max, and NaN
+becomes the canonical NaN. Chunks whose results are all normal skip those extra steps, and a few
+results outside the normal range are redone after the last chunk. Decoding of formats up to 16
+bits is a table look-up; the table is built with ``ldexp`` (exact).
 """
 
 from __future__ import annotations
@@ -66,7 +75,7 @@ __all__ = [
     "FloatFormat", "IntFormat", "BitFields", "NAN_ENCODINGS",
     "FP64", "FP32", "FP16", "BF16", "E4M3", "E5M2", "E4M3FNUZ", "E5M2FNUZ",
     "FP6_E3M2", "FP6_E2M3", "FP4_E2M1", "INT32", "INT16", "INT8", "INT4", "UINT8", "UINT4",
-    "float_format", "get_format", "format_names", "encode", "decode", "quantize",
+    "float_format", "get_format", "format_names", "encode", "decode", "round_to_format",
     "fields", "bit_string", "next_up", "next_down", "ulp", "exact_decimal", "finite_values",
 ]  # fmt: skip
 
@@ -92,6 +101,8 @@ class FloatFormat:
 
     ``bias`` defaults to ``2**(exponent_bits - 1) - 1``. Supported: 1..11 exponent bits and
     0..52 mantissa bits with a range inside float64's (so every value is exact in float64).
+
+    Chapter 3, *Number formats*.
     """
 
     name: str
@@ -110,7 +121,8 @@ class FloatFormat:
             raise ValueError(f"mantissa_bits must be an integer from 0 to {_MAX_MANTISSA_BITS}, got {m!r}")
         if self.nan_encoding not in NAN_ENCODINGS:
             raise ValueError(
-                f"nan_encoding must be one of {', '.join(map(repr, NAN_ENCODINGS))}, got {self.nan_encoding!r}"
+                f"nan_encoding must be one of {', '.join(map(repr, NAN_ENCODINGS))}, "
+                f"got {self.nan_encoding!r}"
             )
         if self.bias is None:
             object.__setattr__(self, "bias", 2 ** (e - 1) - 1)
@@ -120,7 +132,9 @@ class FloatFormat:
         object.__setattr__(self, "mantissa_bits", int(m))
         object.__setattr__(self, "bias", int(self.bias))
         if self.nan_encoding == "ieee" and m < 1:
-            raise ValueError(f"format {self.name}: an 'ieee' format needs mantissa_bits >= 1 to tell NaN from inf")
+            raise ValueError(
+                f"format {self.name}: an 'ieee' format needs mantissa_bits >= 1 to tell NaN from inf"
+            )
         if self.max_pattern < (1 << m):
             raise ValueError(
                 f"format {self.name}: e={e}, m={m} with nan_encoding={self.nan_encoding!r} has no normal "
@@ -217,7 +231,10 @@ class FloatFormat:
 
 @dataclass(frozen=True)
 class IntFormat:
-    """A ``bits``-wide integer format: two's complement when ``signed``, else unsigned (2..32 bits)."""
+    """A ``bits``-wide integer format: two's complement when ``signed``, else unsigned (2..32 bits).
+
+    Chapter 3, *Number formats*.
+    """
 
     bits: int
     signed: bool = True
@@ -302,7 +319,10 @@ def float_format(
     nan_encoding: str = "ieee",
     name: str | None = None,
 ) -> FloatFormat:
-    """Make a custom ExMy float format (IEEE-style by default), e.g. ``float_format(3, 2)``."""
+    """Make a custom ExMy float format (IEEE-style by default), e.g. ``float_format(3, 2)``.
+
+    Chapter 3, *Number formats*.
+    """
     if name is None:
         suffix = "" if nan_encoding == "ieee" else nan_encoding if nan_encoding != "none" else "_finite"
         name = f"e{exponent_bits}m{mantissa_bits}{suffix}"
@@ -310,7 +330,10 @@ def float_format(
 
 
 def format_names() -> list[str]:
-    """The predefined format names that :func:`get_format` knows (aliases not included)."""
+    """The predefined format names that :func:`get_format` knows (aliases not included).
+
+    Chapter 3, *Number formats*.
+    """
     return list(_NAMED)
 
 
@@ -320,6 +343,8 @@ def get_format(name: str | Format) -> Format:
     Predefined names come first (so 'e4m3' is OCP E4M3FN and 'e2m1' is MX FP4); other 'eXmY'
     names make an IEEE-style format (suffix 'fn' or 'fnuz' for those conventions), and
     'intN' / 'uintN' make integer formats. A format object is returned unchanged.
+
+    Chapter 3, *Number formats*.
     """
     if isinstance(name, (FloatFormat, IntFormat)):
         return name
@@ -456,12 +481,12 @@ class _Source:
     bias: int
     dtype: Any  # the unsigned integer type of the bits
     signed: Any  # the signed integer type of the same width
-    float: Any  # the float type itself
+    floating: Any  # the float type itself
 
 
 _SRC32 = _Source(32, 23, 127, np.uint32, np.int32, np.float32)
 _SRC64 = _Source(64, 52, 1023, np.uint64, np.int64, np.float64)
-_CHUNK = 1 << 15  # elements per step: a step's temporaries stay in the core's cache
+_CHUNK = 1 << 17  # elements per step: few numpy calls, and the temporaries stay in cache
 _FEW = 32  # a chunk with at most 1/_FEW of its results outside the normal range defers them
 _TINY = np.array([5e-324])  # the smallest float64 subnormal
 
@@ -525,10 +550,11 @@ class _Workspace:
     """Scratch arrays for encoding up to ``size`` elements at a time, reused from chunk to chunk."""
 
     def __init__(self, size: int, p: _Plan, out_dtype: np.dtype) -> None:
+        """Allocate the arrays, and the constant arrays that minimum and maximum compare with."""
         dt = p.src.dtype
         self.mag, self.sums, self.sub = np.empty(size, dt), np.empty(size, dt), np.empty(size, dt)
         self.sign = np.empty(size, out_dtype)
-        self.mask = np.empty(size, bool)
+        self.mask, self.negative = np.empty(size, bool), np.empty(size, bool)
         # numpy vectorises minimum/maximum of two arrays, not of an array and a scalar (3x slower)
         self.min_normal_bits = np.full(size, p.min_normal_bits, dt)
         self.over = np.full(size, p.over - p.lo, p.src.signed)
@@ -560,8 +586,14 @@ def _round_normal(mag: np.ndarray, p: _Plan, out: np.ndarray) -> None:
     np.add(out, p.src.dtype(p.add), out=out)  # step 3: + half - 1, - min_normal (borrow below it)
 
 
+def _drop_rounded_bits(sums: np.ndarray, p: _Plan, o: np.ndarray) -> None:
+    """Step 4: shift the rounded-off bits out and keep the pattern's bits (the ulps above min_normal)."""
+    np.right_shift(sums, p.src.dtype(p.shift), out=sums)
+    np.copyto(o, sums, casting="unsafe")
+
+
 def _finish_rare(ws: _Workspace, p: _Plan, k: int, o: np.ndarray) -> None:
-    """Write pattern minus ``lo`` for elements anywhere: subnormal, zero, normal, overflow, inf or NaN."""
+    """Step 4 for any results (subnormal, zero, normal, overflow, inf, NaN): write pattern minus lo to o."""
     src, fmt = p.src, p.fmt
     mag, steps, sub = ws.mag[:k], ws.sums[:k].view(src.signed), ws.sub[:k]
     # normal reading: ulps above min_normal (arithmetic shift: negative below min_normal)
@@ -571,16 +603,16 @@ def _finish_rare(ws: _Workspace, p: _Plan, k: int, o: np.ndarray) -> None:
     # addition itself rounds |x| to the nearest step, ties to even; the sum's bits minus magic's
     # count the steps. |x| is first clamped to min_normal (so inf and NaN give lo, too).
     np.minimum(mag, ws.min_normal_bits[:k], out=sub)
-    value = sub.view(src.float)
+    value = sub.view(src.floating)
     if p.prescale != 1.0:
-        np.multiply(value, src.float(p.prescale), out=value)
-    np.add(value, src.float(p.magic), out=value)
+        np.multiply(value, src.floating(p.prescale), out=value)
+    np.add(value, src.floating(p.magic), out=value)
     np.subtract(sub, src.dtype(p.magic_bits + p.lo), out=sub)  # steps minus lo: -lo..0
     # below min_normal the normal reading is never above the subnormal one, and above it the
     # subnormal reading is 0: the larger reading is right. Then overflow (inf, NaN) -> over.
     np.maximum(steps, sub.view(src.signed), out=steps)
     np.minimum(steps, ws.over[:k], out=steps)
-    if fmt.nan_pattern != p.over and mag.max() > p.inf_bits:
+    if fmt.nan_pattern != p.over and np.max(mag) > p.inf_bits:
         nan = np.greater(mag, src.dtype(p.inf_bits), out=ws.mask[:k])
         if fmt.nan_pattern is None:
             raise ValueError(f"format {fmt.name} has no NaN: cannot encode NaN")
@@ -588,28 +620,35 @@ def _finish_rare(ws: _Workspace, p: _Plan, k: int, o: np.ndarray) -> None:
     np.copyto(o, steps, casting="unsafe")  # negative values wrap; adding lo unwraps them
 
 
+def _few_outside(sums: np.ndarray, p: _Plan, ws: _Workspace) -> np.ndarray | None:
+    """The positions of the results outside the normal range if they are few (1/_FEW at most), else None."""
+    limit = p.src.dtype(p.limit)
+    sample = sums[::_FEW]  # a cheap first look, at one element in _FEW
+    if np.count_nonzero(sample > limit) * 8 > sample.size:  # clearly many (over 1/8): don't count them
+        return None
+    positions = np.nonzero(np.greater(sums, limit, out=ws.mask[: sums.size]))[0]
+    return positions if positions.size * _FEW <= sums.size else None
+
+
 def _encode_chunk(b: np.ndarray, p: _Plan, ws: _Workspace, o: np.ndarray, defer: bool) -> np.ndarray | None:
     """Encode one chunk of source bits into ``o``; return the positions left for later, if any."""
     k, src, fmt = b.size, p.src, p.fmt
-    n = fmt.total_bits
     mag, sums, sign = ws.mag[:k], ws.sums[:k], ws.sign[:k]
     np.bitwise_and(b, src.dtype((1 << (src.width - 1)) - 1), out=mag)  # |x|
     _round_normal(mag, p, sums)
     later, rare = None, False
-    if sums.max() <= p.limit:  # the usual case: every result is a normal number
-        np.right_shift(sums, src.dtype(p.shift), out=o, casting="unsafe")  # step 4: drop the rest
+    if np.max(sums) <= p.limit:  # the usual case: every result is a normal number
+        _drop_rounded_bits(sums, p, o)
+    elif defer and (later := _few_outside(sums, p, ws)) is not None:  # fix those after the last chunk
+        _drop_rounded_bits(sums, p, o)
     else:
-        outside = np.greater(sums, src.dtype(p.limit), out=ws.mask[:k])
-        if defer and np.count_nonzero(outside) * _FEW <= k:  # a few: fix them after the last chunk
-            np.right_shift(sums, src.dtype(p.shift), out=o, casting="unsafe")
-            later = np.flatnonzero(outside)
-        else:
-            _finish_rare(ws, p, k, o)
-            rare = True
+        _finish_rare(ws, p, k, o)
+        rare = True
     np.add(o, o.dtype.type(p.lo), out=o)  # step 5: the ulps above min_normal + min_normal's pattern
-    # step 6: the sign bit, from the top of the source bits to the top of the pattern
-    np.right_shift(b, src.dtype(src.width - n), out=sign, casting="unsafe")
-    np.bitwise_and(sign, sign.dtype.type(1 << (n - 1)), out=sign)
+    # step 6: the sign bit, on top
+    negative = np.signbit(b.view(src.floating), out=ws.negative[:k])
+    np.copyto(sign, negative, casting="unsafe")
+    np.multiply(sign, sign.dtype.type(1 << (fmt.total_bits - 1)), out=sign)
     if rare and fmt.nan_encoding == "fnuz":  # no -0: zero drops its sign
         np.copyto(sign, 0, where=o == 0)
     np.bitwise_or(o, sign, out=o)
@@ -617,7 +656,7 @@ def _encode_chunk(b: np.ndarray, p: _Plan, ws: _Workspace, o: np.ndarray, defer:
 
 
 def _encode_floats(x: np.ndarray, fmt: FloatFormat, saturate: bool) -> np.ndarray:
-    """Encode a flat float32/float64 array chunk by chunk; results outside the normal range are fixed apart."""
+    """Encode a flat float32/float64 array chunk by chunk; a few exceptional results are fixed at the end."""
     flushing = _flushing_subnormals()
     if flushing:  # subnormal inputs would read as 0 in the float steps below: turn that off
         torch.set_flush_denormal(False)
@@ -662,6 +701,8 @@ def encode(values: Any, fmt: str | Format, *, saturate: bool = False) -> Any:
     Returns a Python int for a scalar, else a uint8/16/32/64 numpy array or torch tensor of the
     input's shape. ``saturate`` chooses the overflow rule for float formats (see module
     docstring); integer formats always clamp.
+
+    Chapter 3, *Number formats*.
     """
     fmt = get_format(fmt)
     if not isinstance(saturate, (bool, np.bool_)):
@@ -734,6 +775,8 @@ def decode(bits: Any, fmt: str | Format, *, dtype: str = "float64") -> Any:
 
     Float formats give float64 (or ``dtype='float32'`` where all values fit exactly), keeping
     the sign of zeros and NaNs; integer formats give int64 values. Scalars give Python numbers.
+
+    Chapter 3, *Number formats*.
     """
     fmt = get_format(fmt)
     kind, shape, arr = _unpack(bits, "bits")
@@ -746,8 +789,11 @@ def decode(bits: Any, fmt: str | Format, *, dtype: str = "float64") -> Any:
     return _pack(kind, shape, _decode_floats(p, fmt, _check_dtype(fmt, dtype)))
 
 
-def quantize(values: Any, fmt: str | Format, *, saturate: bool = False) -> Any:
-    """Round values to ``fmt`` and return the rounded values (``decode(encode(values))``)."""
+def round_to_format(values: Any, fmt: str | Format, *, saturate: bool = False) -> Any:
+    """Round values to ``fmt`` and return the rounded values (``decode(encode(values))``).
+
+    Chapter 3, *Number formats*.
+    """
     return decode(encode(values, fmt, saturate=saturate), fmt)
 
 
@@ -758,7 +804,10 @@ def quantize(values: Any, fmt: str | Format, *, saturate: bool = False) -> Any:
 
 @dataclass(frozen=True)
 class BitFields:
-    """The fields of one float bit pattern and what they mean."""
+    """The fields of one float bit pattern and what they mean.
+
+    Chapter 3, *Number formats*.
+    """
 
     sign: int
     raw_exponent: int
@@ -782,7 +831,10 @@ def _check_pattern(bits: Any, fmt: Format) -> int:
 
 
 def fields(bits: int, fmt: str | FloatFormat) -> BitFields:
-    """Split one bit pattern into sign, exponent and mantissa fields and classify it."""
+    """Split one bit pattern into sign, exponent and mantissa fields and classify it.
+
+    Chapter 3, *Number formats*.
+    """
     fmt = _float_format(fmt, "fields()")
     p = _check_pattern(bits, fmt)
     m, n = fmt.mantissa_bits, fmt.total_bits
@@ -804,7 +856,10 @@ def fields(bits: int, fmt: str | FloatFormat) -> BitFields:
 
 
 def bit_string(bits: int, fmt: str | Format, sep: str = " ") -> str:
-    """Write a pattern as binary digits, fields split by ``sep``: FP16(1.0) -> '0 01111 0000000000'."""
+    """Write a pattern as binary digits, fields split by ``sep``: FP16(1.0) -> '0 01111 0000000000'.
+
+    Chapter 3, *Number formats*.
+    """
     fmt = get_format(fmt)
     p = _check_pattern(bits, fmt)
     digits = format(p, f"0{fmt.total_bits}b")
@@ -852,12 +907,17 @@ def next_up(values: Any, fmt: str | FloatFormat) -> Any:
     """Smallest ``fmt`` value strictly greater than each input (like ``numpy.nextafter(x, inf)``).
 
     ``next_up(max)`` is inf in IEEE formats and NaN in formats without inf; NaN gives NaN.
+
+    Chapter 3, *Number formats*.
     """
     return _step(values, fmt, up=True)
 
 
 def next_down(values: Any, fmt: str | FloatFormat) -> Any:
-    """Largest ``fmt`` value strictly less than each input (like ``numpy.nextafter(x, -inf)``)."""
+    """Largest ``fmt`` value strictly less than each input (like ``numpy.nextafter(x, -inf)``).
+
+    Chapter 3, *Number formats*.
+    """
     return _step(values, fmt, up=False)
 
 
@@ -867,6 +927,8 @@ def ulp(values: Any, fmt: str | FloatFormat) -> Any:
     It is ``2**(max(floor(log2|x|), emin) - mantissa_bits)``, so ``ulp(1) = epsilon`` and
     ``ulp(0) = min_subnormal``; magnitudes beyond the top binade get its spacing; inf and NaN
     give NaN.
+
+    Chapter 3, *Number formats*.
     """
     fmt = _float_format(fmt, "ulp()")
     kind, shape, arr = _unpack(values, "values")
@@ -884,11 +946,13 @@ def exact_decimal(value: float, fmt: str | Format | None = None, *, saturate: bo
 
     With ``fmt`` the value is first rounded to that format; without, the float64 itself is
     expanded. Every binary float is a finite decimal, so no digit is rounded.
+
+    Chapter 4, *Quantizing π*.
     """
     if not isinstance(value, (int, float, np.integer, np.floating)) or isinstance(value, bool):
         raise ValueError(f"exact_decimal() needs one real number, got {value!r}")
     if fmt is not None:
-        value = quantize(value, fmt, saturate=saturate)
+        value = round_to_format(value, fmt, saturate=saturate)
     if isinstance(value, (int, np.integer)):
         return str(int(value))
     v = float(value)
@@ -900,7 +964,10 @@ def exact_decimal(value: float, fmt: str | Format | None = None, *, saturate: bo
 
 
 def finite_values(fmt: str | FloatFormat) -> np.ndarray:
-    """All distinct finite values of a format of at most 16 bits, sorted ascending (one zero)."""
+    """All distinct finite values of a format of at most 16 bits, sorted ascending (one zero).
+
+    Chapter 3, *Number formats*.
+    """
     fmt = _float_format(fmt, "finite_values()")
     if fmt.total_bits > 16:
         raise ValueError(f"finite_values() lists formats of at most 16 bits; {fmt.name} has {fmt.total_bits}")

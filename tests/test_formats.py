@@ -269,9 +269,9 @@ def test_float64_inputs_round_once_where_torch_rounds_twice():
     x = 1 + 2**-11 + 2**-40  # just above the FP16 tie between 1 and 1 + 2**-10
     assert F.encode(x, F.FP16) == 0x3C01 == np.array([x]).astype(np.float16).view(np.uint16)[0]
     assert torch.tensor([x], dtype=torch.float64).to(torch.float16).item() == 1.0  # via float32
-    assert F.quantize(1 + 2**-8 + 2**-40, F.BF16) == 1 + 2**-7
-    assert F.quantize(1 + 2**-4 + 2**-40, F.E4M3) == 1.125
-    assert F.quantize(1 + 2**-4, F.E4M3) == 1.0  # the exact tie goes to even
+    assert F.round_to_format(1 + 2**-8 + 2**-40, F.BF16) == 1 + 2**-7
+    assert F.round_to_format(1 + 2**-4 + 2**-40, F.E4M3) == 1.125
+    assert F.round_to_format(1 + 2**-4, F.E4M3) == 1.0  # the exact tie goes to even
 
 
 def test_float64_near_ties_match_numpy_fp16():
@@ -376,9 +376,9 @@ def test_hypothesis_fp16_matches_numpy_from_float64(xs):
        st.floats(allow_nan=False, allow_infinity=False), st.floats(allow_nan=False, allow_infinity=False))
 def test_hypothesis_rounding_is_monotone_idempotent_and_within_half_ulp(fmt, a, b):
     lo, hi = min(a, b), max(a, b)
-    qa, qb = F.quantize(lo, fmt, saturate=True), F.quantize(hi, fmt, saturate=True)
+    qa, qb = F.round_to_format(lo, fmt, saturate=True), F.round_to_format(hi, fmt, saturate=True)
     assert qa <= qb
-    assert F.quantize(qa, fmt) == qa
+    assert F.round_to_format(qa, fmt) == qa
     if abs(lo) <= fmt.max:
         assert abs(Fraction(qa) - Fraction(lo)) <= Fraction(F.ulp(lo, fmt)) / 2
 
@@ -387,8 +387,148 @@ def test_hypothesis_rounding_is_monotone_idempotent_and_within_half_ulp(fmt, a, 
 @given(st.floats(allow_nan=False, allow_infinity=False))
 def test_hypothesis_exact_decimal_is_exact(x):
     assert Fraction(Decimal(F.exact_decimal(x))) == Fraction(x)
-    q = F.quantize(x, F.FP16, saturate=True)
+    q = F.round_to_format(x, F.FP16, saturate=True)
     assert Fraction(Decimal(F.exact_decimal(x, F.FP16, saturate=True))) == Fraction(q)
+
+
+# ---------------------------------------------------------------------------------------------
+# The encoder's code paths: all-normal chunks, a few results outside the normal range fixed after
+# the last chunk, chunks full of them, scalars; far-off biases; flush-to-zero mode
+# ---------------------------------------------------------------------------------------------
+
+
+def _hard_inputs(fmt: F.FloatFormat) -> np.ndarray:
+    """Every tie of ``fmt``, the float32 values next to each, FP32 subnormals and the special values."""
+    ties = _ties(fmt)
+    near = [np.nextafter(ties, np.float32(d)).astype(np.float32) for d in (-np.inf, np.inf)]
+    special = [0.0, -0.0, 1e-45, -1e-45, 1e-40, 2.0**-126, 3e38, -3e38, np.inf, -np.inf, np.nan, -np.nan]
+    x = np.concatenate([ties, *near, np.float32(special)])
+    return x if fmt.has_nan else x[~np.isnan(x)]
+
+
+def _expected(x: np.ndarray, fmt: F.FloatFormat, saturate: bool) -> np.ndarray:
+    """torch's bits where torch follows the same rules, the exact reference everywhere else."""
+    dtype = UINT[next(w for w in UINT if w >= fmt.total_bits)]
+    if fmt not in TORCH:
+        return np.array([ref_encode(float(v), fmt, saturate) for v in x], dtype=dtype)
+    out = torch_encode(x, fmt)
+    with np.errstate(invalid="ignore"):
+        beyond = ~(np.abs(x) <= fmt.max)  # overflow, inf and NaN: where the conventions differ
+    out[beyond] = [ref_encode(float(v), fmt, saturate) for v in x[beyond]]
+    return out
+
+
+PATH_FORMATS = TORCH_FORMATS + [CUSTOM_FORMATS[i] for i in (0, 5, 12, 18)]
+PATH_IDS = IDS + [CUSTOM_IDS[i] for i in (0, 5, 12, 18)]
+
+
+@pytest.mark.parametrize("saturate", [False, True], ids=["overflow", "saturate"])
+@pytest.mark.parametrize("fmt", PATH_FORMATS, ids=PATH_IDS)
+def test_every_encoder_path_gives_the_exact_bits(fmt, saturate, monkeypatch):
+    x = _hard_inputs(fmt)
+    expected = _expected(x, fmt, saturate)
+    with np.errstate(invalid="ignore"):
+        outside = ~((np.abs(x) >= fmt.min_normal) & (np.abs(x) <= fmt.max))  # subnormal, 0, overflow...
+    calls = {"rare": 0, "deferred": 0}
+    finish_rare, few_outside = F._finish_rare, F._few_outside
+
+    def count_rare(*args):
+        calls["rare"] += 1
+        return finish_rare(*args)
+
+    def count_deferred(*args):
+        found = few_outside(*args)
+        calls["deferred"] += found is not None
+        return found
+
+    monkeypatch.setattr(F, "_finish_rare", count_rare)
+    monkeypatch.setattr(F, "_few_outside", count_deferred)
+
+    # only normal results: every chunk takes the plain path
+    assert np.array_equal(F.encode(x[~outside], fmt, saturate=saturate), expected[~outside])
+    assert calls == {"rare": 0, "deferred": 0}
+    # only results outside the normal range: every chunk is finished by the per-element path
+    assert np.array_equal(F.encode(x[outside], fmt, saturate=saturate), expected[outside])
+    assert calls["rare"] > 0 and calls["deferred"] == 0
+    # a few of them among normal values (1 in 37): fixed after the last chunk, all at once
+    normal = np.float32(1.5 * fmt.min_normal)
+    spread = np.full(37 * outside.sum(), normal, np.float32)
+    spread[::37] = x[outside]
+    bits = F.encode(spread, fmt, saturate=saturate)
+    assert calls["deferred"] > 0
+    assert np.array_equal(bits[::37], expected[outside]) and np.all(bits[1::37] == F.encode(normal, fmt))
+    # the whole mix, in chunks large and small (on a sample), and as scalars
+    assert np.array_equal(F.encode(x, fmt, saturate=saturate), expected)
+    sample = np.random.default_rng(5).choice(x.size, min(x.size, 4000), replace=False)
+    for chunk in (7, 1 << 10):
+        monkeypatch.setattr(F, "_CHUNK", chunk)
+        assert np.array_equal(F.encode(x[sample], fmt, saturate=saturate), expected[sample])
+    for i in sample[:200]:
+        assert F.encode(float(x[i]), fmt, saturate=saturate) == expected[i]
+
+
+@pytest.mark.parametrize("fmt", TORCH_FORMATS, ids=IDS)
+def test_fp32_sweep_and_every_pattern_near_the_boundaries_encode_like_torch(fmt):
+    # every 4093rd float32 pattern (a prime stride: all exponents, mantissas and both signs), and
+    # every float32 pattern within 2**13 of the format's boundaries: half the min subnormal, the
+    # min subnormal, the min normal and half of it, the max, the overflow tie and the next value
+    sweep = np.arange(0, 2**32, 4093, dtype=np.uint64).astype(np.uint32)
+    gap = math.ldexp(1.0, fmt.emax - fmt.mantissa_bits)
+    edges = [fmt.min_subnormal / 2, fmt.min_subnormal, fmt.min_normal / 2, fmt.min_normal,
+             fmt.max, fmt.max + gap / 2, fmt.max + gap]
+    anchors = np.float32([e for e in edges if e < 2.0**128]).view(np.uint32).astype(np.int64)
+    window = (anchors[:, None] + np.arange(-(2**13), 2**13)).ravel().astype(np.uint32)
+    x = np.concatenate([sweep, window, window | np.uint32(2**31)]).view(np.float32)
+    ours = F.encode(x, fmt, saturate=fmt in TORCH_SATURATES)
+    theirs = torch_encode(x, fmt)
+    nan = np.isnan(x)
+    assert np.array_equal(ours[~nan], theirs[~nan])
+    assert np.isnan(F.decode(ours[nan], fmt)).all()
+
+
+def test_formats_with_a_far_off_bias_round_exactly():
+    # emin - m + 52 > 1023 (or + 23 > 127 from float32): the subnormal step's binade is scaled down
+    for fmt, dtype in [
+        (F.float_format(2, 1, bias=-1000, nan_encoding="none"), np.float64),
+        (F.float_format(2, 1, bias=-1000, nan_encoding="fnuz"), np.float64),
+        (F.float_format(3, 0, bias=-110, nan_encoding="none"), np.float32),
+    ]:
+        assert F._plan(F._SRC64 if dtype == np.float64 else F._SRC32, fmt, False).prescale < 1
+        mags = np.array([float(v) for v in ref_magnitudes(fmt)])
+        mids = (mags[:-1] + mags[1:]) / 2
+        x = np.concatenate([mags, mids, np.nextafter(mids, 0), np.nextafter(mids, np.inf), [np.inf, mags[1] / 4]])
+        x = np.concatenate([x, -x]).astype(dtype)
+        for sat in (False, True):
+            expected = [ref_encode(float(v), fmt, sat) for v in x]
+            assert F.encode(x, fmt, saturate=sat).tolist() == expected
+
+
+def test_encoding_is_exact_in_flush_to_zero_mode():
+    # the subnormal step rounds with a float addition: flush-to-zero mode would read FP32
+    # subnormals as 0, so encode() turns it off for its own work and back on afterwards
+    x = (np.arange(1, 2**16, dtype=np.uint32) * 97).view(np.float32)  # FP32 subnormals
+    x = np.concatenate([x, -x, np.float32([1.0, 2.0**-130, 2.0**-133, 3 * 2.0**-134])])
+    expected = F.encode(x, F.BF16)
+    assert np.count_nonzero(expected & 0x7FFF) > 60_000  # they are BF16 subnormals, not zeros
+    if not torch.set_flush_denormal(True):
+        pytest.skip("this CPU has no flush-to-zero mode")
+    try:
+        assert np.array_equal(F.encode(x, F.BF16), expected)
+        assert F._flushing_subnormals()  # the caller's mode is back
+    finally:
+        torch.set_flush_denormal(False)
+    assert not F._flushing_subnormals()
+
+
+@pytest.mark.parametrize("size", [10, 100_000, 400_000])
+def test_nan_in_a_large_array_follows_the_format(size):
+    x = np.linspace(-3, 3, size)
+    x[size // 3] = np.nan
+    with pytest.raises(ValueError, match="format fp4_e2m1 has no NaN: cannot encode NaN"):
+        F.encode(x, F.FP4_E2M1)
+    bits = F.encode(x, F.FP16)
+    assert bits[size // 3] == 0x7E00 and np.array_equal(np.delete(bits, size // 3),
+                                                        np.delete(x, size // 3).astype(np.float16).view(np.uint16))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -429,8 +569,8 @@ def test_named_epsilons_and_smallest_values():
 
 
 def test_named_values_and_decimals():
-    assert F.quantize(math.pi, F.FP16) == 3.140625 and F.encode(math.pi, F.FP16) == 0x4248
-    assert F.quantize(math.pi, F.BF16) == 3.140625 and F.quantize(math.pi, F.E4M3) == 3.25
+    assert F.round_to_format(math.pi, F.FP16) == 3.140625 and F.encode(math.pi, F.FP16) == 0x4248
+    assert F.round_to_format(math.pi, F.BF16) == 3.140625 and F.round_to_format(math.pi, F.E4M3) == 3.25
     assert F.exact_decimal(math.pi, F.FP32) == "3.1415927410125732421875"
     assert F.exact_decimal(0.1) == "0.1000000000000000055511151231257827021181583404541015625"
     assert F.exact_decimal(0.1, "fp16") == "0.0999755859375"
