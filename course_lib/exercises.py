@@ -96,7 +96,7 @@ chapter01 = SimpleNamespace(
 
 def _min_gpus_zero3_model_states(n_params: float, capacity: float) -> float:
     n = 1
-    while memory.zero_model_state_bytes(n_params, n, 3) > capacity:
+    while memory.training_memory(n_params, "bf16-mixed", "adam", gpus=n, zero_stage=3).model_states > capacity:
         n += 1
     return n
 
@@ -176,7 +176,7 @@ chapter03 = SimpleNamespace(
 chapter04 = SimpleNamespace(
     q1=Exercise(
         "What value does FP8 E5M2 store for π (round to nearest, ties to even)?",
-        lambda: formats.quantize(math.pi, "e5m2"),
+        lambda: formats.round_to_format(math.pi, "e5m2"),
         rel_tol=0,
         hint="E5M2 keeps 2 mantissa bits: between 2 and 4 its values are 2, 2.5, 3 and 3.5; pick the nearest to π.",
     ),
@@ -194,11 +194,11 @@ chapter04 = SimpleNamespace(
         hint="π / (5/127) = 79.8 rounds to the code 80; multiply it back by the scale.",
     ),
     q4=Exercise(
-        "How many bits per value does INT4 with one FP32 scale per block of 32 values cost?",
-        lambda: formats.INT4.total_bits + 32 / 32,
+        "How many bits per value does INT4 with one FP16 scale per block of 128 values cost?",
+        lambda: formats.INT4.total_bits + formats.FP16.total_bits / 128,
         unit="bits",
         rel_tol=0,
-        hint="4 bits per code plus the 32 bits of the block's scale shared by its 32 values.",
+        hint="4 bits per code plus the 16 bits of the block's scale shared by its 128 values.",
     ),
 )
 

@@ -1,8 +1,10 @@
 """Micro-benchmarks of the machine at hand: how fast it multiplies matrices in each precision.
 
-The same code times the CPU and, when there is one, a CUDA GPU: :func:`time_matmul` multiplies two
-seeded ``size x size`` matrices of one dtype, synchronising the device around the clock, and keeps
-the best of several repeats (the one least disturbed by other work on the machine). A product of
+The same code times the CPU and, when there is one, a CUDA GPU: :func:`matmul_benchmark` multiplies
+two seeded ``size x size`` matrices of each dtype, synchronising the device around the clock, and
+times every case several times, the runs interleaved across the cases so that other work on the
+machine slows every case alike; tables report the fastest run (the one least disturbed) and how
+much slower the median run was. A product of
 two n x n matrices takes ``2 n**3`` floating-point operations (a multiply and an add for each of
 n**3 terms), so the throughput is ``2 n**3 / seconds``.
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 import math
 import os
 import platform
+import statistics
 import time
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -70,14 +73,36 @@ def _device(device: str | torch.device | None) -> torch.device:
 
 @dataclass(frozen=True)
 class MatmulResult:
-    """One timed matrix product: device, dtype, size, best seconds per product, and how many were timed."""
+    """One timed matrix product: device, dtype, size, the seconds per product of every run, products per run.
+
+    Chapter 3, *Number formats*.
+    """
 
     device: str
     dtype: str
     size: int
-    seconds: float
-    repeats: int
-    number: int  # products per timed repeat
+    times: tuple[float, ...]  # seconds per product, one entry per timed run
+    number: int  # products per timed run
+
+    @property
+    def repeats(self) -> int:
+        """How many runs were timed."""
+        return len(self.times)
+
+    @property
+    def seconds(self) -> float:
+        """Seconds per product in the fastest run (the one least disturbed by other work)."""
+        return min(self.times)
+
+    @property
+    def median_seconds(self) -> float:
+        """Seconds per product in the median run."""
+        return statistics.median(self.times)
+
+    @property
+    def spread(self) -> float:
+        """How much slower the median run was than the fastest: 0.05 means 5%."""
+        return self.median_seconds / self.seconds - 1
 
     @property
     def flops(self) -> int:
@@ -86,23 +111,32 @@ class MatmulResult:
 
     @property
     def gflops(self) -> float:
-        """Throughput in GFLOP/s (10**9 floating-point operations per second)."""
+        """Throughput of the fastest run in GFLOP/s (10**9 floating-point operations per second)."""
         return self.flops / self.seconds / 1e9
 
 
 def matmul_flops(size: int) -> int:
-    """Floating-point operations of one ``size x size`` by ``size x size`` product: ``2 * size**3``."""
+    """Floating-point operations of one ``size x size`` by ``size x size`` product: ``2 * size**3``.
+
+    Chapter 3, *Number formats*.
+    """
     size = positive(size, "size", integer=True)
     return 2 * size**3
 
 
 def default_sizes(device: str | torch.device | None = None) -> tuple[int, ...]:
-    """Matrix sizes that time well in a second or so: small on a CPU, large on a GPU."""
+    """Matrix sizes that time well in a second or so: small on a CPU, large on a GPU.
+
+    Chapter 3, *Number formats*.
+    """
     return (1024, 4096, 8192) if _device(device).type == "cuda" else (256, 512, 1024)
 
 
 def available_devices() -> list[str]:
-    """'cpu', plus 'cuda' when a CUDA GPU is visible."""
+    """'cpu', plus 'cuda' when a CUDA GPU is visible.
+
+    Chapter 3, *Number formats*.
+    """
     return ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
@@ -111,42 +145,78 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _check_min_seconds(min_seconds: Any) -> float:
+    if isinstance(min_seconds, bool) or not isinstance(min_seconds, (int, float)) or not min_seconds >= 0:
+        raise ValueError(f"min_seconds must be a number >= 0, got {min_seconds!r}")
+    return float(min_seconds)
+
+
+def _run_cases(
+    cases: Sequence[tuple[int, str]],
+    dev: torch.device,
+    repeats: int,
+    min_seconds: float,
+    seed: int,
+    progress: bool | None,
+) -> list[MatmulResult]:
+    """Time every (size, dtype) case ``repeats`` times, the runs interleaved across the cases.
+
+    Round 1 times every case once, then round 2, and so on: a burst of other work on the machine
+    slows one run of every case rather than all runs of one case, so the best run of each case,
+    and the ratios between cases, stay stable.
+    """
+    operands, numbers = [], []
+    for size, dtype in cases:
+        g = torch.Generator().manual_seed(seed)
+        a = torch.randn(size, size, generator=g).to(dev, _dtype(dtype))
+        b = torch.randn(size, size, generator=g).to(dev, _dtype(dtype))
+        one = min(_timed(a, b, dev, 1), _timed(a, b, dev, 1))  # warm-up: first calls pick kernels
+        # GPUs are too fast to time one small product: run enough back to back to last min_seconds.
+        numbers.append(max(1, min(10_000, math.ceil(min_seconds / max(one, 1e-9)))))
+        operands.append((a, b))
+    from course_lib.env import progress_bar
+
+    times: list[list[float]] = [[] for _ in cases]
+    rounds = [i for _ in range(repeats) for i in range(len(cases))]
+    # progress=None (the benchmark script): a bar only on a real terminal, as progress_bar does.
+    for i in progress_bar(rounds, len(rounds), f"matmul on {dev.type}", progress is None or bool(progress)):
+        a, b = operands[i]
+        times[i].append(_timed(a, b, dev, numbers[i]) / numbers[i])
+    return [MatmulResult(dev.type, dtype.strip().lower(), size, tuple(t), n)
+            for (size, dtype), t, n in zip(cases, times, numbers)]  # fmt: skip
+
+
+def _timed(a: torch.Tensor, b: torch.Tensor, dev: torch.device, number: int) -> float:
+    """Seconds for ``number`` products back to back, the device synchronised before and after."""
+    _sync(dev)
+    start = time.perf_counter()
+    for _ in range(number):
+        torch.matmul(a, b)
+    _sync(dev)
+    return time.perf_counter() - start
+
+
 def time_matmul(
     size: int,
     dtype: str = "fp32",
     device: str | torch.device | None = None,
     repeats: int = 5,
-    min_seconds: float = 0.02,
+    min_seconds: float = 0.05,
     seed: int = 0,
 ) -> MatmulResult:
-    """Time the product of two seeded ``size x size`` matrices in ``dtype``: best of ``repeats`` timings.
+    """Time the product of two seeded ``size x size`` matrices in ``dtype`` (chapter 3): ``repeats`` runs.
 
-    Each timing runs enough products back to back to last about ``min_seconds`` (GPUs are too
-    fast to time one small product); the device is synchronised before and after.
+    Each run does enough products back to back to last about ``min_seconds``; the result keeps
+    every run's seconds per product (its ``seconds`` is the fastest run's, ``median_seconds`` the
+    median's).
+
+    Chapter 3, *Number formats*.
     """
     size = positive(size, "size", integer=True)
     repeats = positive(repeats, "repeats", integer=True)
-    torch_dtype = _dtype(dtype)
-    if isinstance(min_seconds, bool) or not isinstance(min_seconds, (int, float)) or not min_seconds >= 0:
-        raise ValueError(f"min_seconds must be a number >= 0, got {min_seconds!r}")
-    dev = _device(device)
-    g = torch.Generator().manual_seed(seed)
-    a = torch.randn(size, size, generator=g).to(dev, torch_dtype)
-    b = torch.randn(size, size, generator=g).to(dev, torch_dtype)
-
-    def timed(number: int) -> float:
-        _sync(dev)
-        start = time.perf_counter()
-        for _ in range(number):
-            torch.matmul(a, b)
-        _sync(dev)
-        return time.perf_counter() - start
-
-    one = timed(1)  # warm-up: first calls pick kernels and allocate
-    one = min(one, timed(1))
-    number = max(1, min(10_000, math.ceil(min_seconds / max(one, 1e-9))))
-    best = min(timed(number) for _ in range(repeats)) / number
-    return MatmulResult(dev.type, dtype.strip().lower(), size, best, repeats, number)
+    _dtype(dtype)
+    min_seconds = _check_min_seconds(min_seconds)
+    return _run_cases([(size, dtype)], _device(device), repeats, min_seconds, seed, False)[0]
 
 
 def matmul_benchmark(
@@ -154,9 +224,16 @@ def matmul_benchmark(
     dtypes: Sequence[str] = ("fp32", "bf16", "fp16"),
     device: str | torch.device | None = None,
     repeats: int = 5,
+    min_seconds: float = 0.05,
     progress: bool | None = False,
 ) -> list[MatmulResult]:
-    """Time every size in every dtype on one device (:func:`time_matmul`); ``progress=None``: a bar in a terminal."""
+    """Time every size in every dtype on one device (chapter 3), ``repeats`` runs each, interleaved.
+
+    The runs go round all the cases ``repeats`` times (see :func:`time_matmul` for one run), so
+    that other work on the machine slows every case alike; ``progress=None``: a bar in a terminal.
+
+    Chapter 3, *Number formats*.
+    """
     dev = _device(device)
     sizes = default_sizes(dev) if sizes is None else sizes
     if isinstance(sizes, (int, str)) or not sizes:
@@ -167,33 +244,49 @@ def matmul_benchmark(
         positive(s, "size", integer=True)
     for d in dtypes:
         _dtype(d)
-    from tqdm.auto import tqdm
-
+    repeats = positive(repeats, "repeats", integer=True)
+    min_seconds = _check_min_seconds(min_seconds)
     cases = [(s, d) for s in sizes for d in dtypes]
-    bar = tqdm(cases, desc=f"matmul on {dev.type}", disable=None if progress is None else not progress)
-    return [time_matmul(s, d, dev, repeats=repeats) for s, d in bar]
+    return _run_cases(cases, dev, repeats, min_seconds, 0, progress)
 
 
 def speedups(results: Sequence[MatmulResult], baseline: str = "fp32") -> dict[tuple[str, int, str], float]:
-    """Throughput of each result divided by the ``baseline`` dtype's at the same device and size."""
+    """Throughput of each result divided by the ``baseline`` dtype's at the same device and size.
+
+    Chapter 3, *Number formats*.
+    """
     base = {(r.device, r.size): r.gflops for r in results if r.dtype == baseline}
     return {(r.device, r.size, r.dtype): r.gflops / base[(r.device, r.size)]
             for r in results if (r.device, r.size) in base}  # fmt: skip
 
 
 def matmul_table(results: Sequence[MatmulResult], baseline: str = "fp32") -> Table:
-    """Milliseconds per product, GFLOP/s and the ratio to the ``baseline`` dtype, one row per result."""
+    """Per result: ms per product and GFLOP/s of the fastest run, the ratio to ``baseline``, the spread.
+
+    The title says how many runs each row had; "median run" is how much slower the median run was
+    than the fastest (chapter 3).
+
+    Chapter 3, *Number formats*.
+    """
     if not results:
         raise ValueError("matmul_table() needs at least one result (from matmul_benchmark())")
     ratio = speedups(results, baseline)
     rows = [[r.device, f"{r.size} x {r.size}", r.dtype, f"{r.seconds * 1e3:.3f}", f"{r.gflops:,.1f}",
-             f"{ratio[(r.device, r.size, r.dtype)]:.2f}x" if (r.device, r.size, r.dtype) in ratio else "-"]
+             f"{ratio[(r.device, r.size, r.dtype)]:.2f}x" if (r.device, r.size, r.dtype) in ratio else "-",
+             f"+{r.spread:.0%}"]
             for r in results]  # fmt: skip
-    return Table(["device", "matrices", "dtype", "ms per product", "GFLOP/s", f"vs {baseline}"], rows)
+    runs = sorted({r.repeats for r in results})
+    title = ("one run per row" if runs == [1]
+             else f"fastest of {' or '.join(map(str, runs))} interleaved runs per row")
+    headers = ["device", "matrices", "dtype", "ms per product", "GFLOP/s", f"vs {baseline}", "median run"]
+    return Table(headers, rows, title=title)
 
 
 def cpu_features() -> dict[str, bool]:
-    """Which of :data:`CPU_FEATURES` the CPU announces (Linux /proc/cpuinfo); empty where that cannot be read."""
+    """Which of :data:`CPU_FEATURES` the CPU announces (Linux /proc/cpuinfo); empty where that cannot be read.
+
+    Chapter 3, *Number formats*.
+    """
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             text = f.read()
@@ -208,7 +301,10 @@ def cpu_features() -> dict[str, bool]:
 
 
 def cpu_name() -> str:
-    """The CPU's model name (from /proc/cpuinfo on Linux, else the platform's description)."""
+    """The CPU's model name (from /proc/cpuinfo on Linux, else the platform's description).
+
+    Chapter 3, *Number formats*.
+    """
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:
@@ -220,7 +316,10 @@ def cpu_name() -> str:
 
 
 def describe_machine() -> list[str]:
-    """Lines describing the CPU (name, cores, torch threads, vector extensions) and the GPU, if any."""
+    """Lines describing the CPU (name, cores, torch threads, vector extensions) and the GPU, if any.
+
+    Chapter 3, *Number formats*.
+    """
     lines = [
         f"CPU: {cpu_name()}, {os.cpu_count()} logical cores, torch uses {torch.get_num_threads()} threads",
         f"torch CPU kernels: {torch.backends.cpu.get_cpu_capability()}",

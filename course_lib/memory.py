@@ -1,6 +1,6 @@
 """How much memory training a transformer takes: estimates, ZeRO/FSDP sharding, and measurements.
 
-The estimate follows the published accounting the course cites (see ``REFERENCES.md``):
+Chapter 2 (*The memory wall*) teaches it. The estimate follows the published accounting:
 
 * model states with Adam: 16 bytes per parameter, both in pure FP32 (4 weights + 4 gradients
   + 8 optimizer) and in mixed precision (2 half weights + 2 half gradients + 12 for FP32 master
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Iterable
+from typing import Callable, Iterable
 
 import torch
 
@@ -41,7 +41,10 @@ BYTES_PER_DTYPE: dict[str, float] = {
 
 @dataclass(frozen=True)
 class Precision:
-    """How a training regime stores weights, gradients, master weights and optimizer states."""
+    """How a training regime stores weights, gradients, master weights and optimizer states.
+
+    Chapter 2, *The memory wall*.
+    """
 
     name: str
     weight_bytes: float
@@ -67,7 +70,10 @@ PRECISIONS: dict[str, Precision] = {
 
 @dataclass(frozen=True)
 class Optimizer:
-    """An optimizer by the number of per-parameter states it keeps and their storage size."""
+    """An optimizer by the number of per-parameter states it keeps and their storage size.
+
+    Chapter 2, *The memory wall*.
+    """
 
     name: str
     n_states: int
@@ -85,13 +91,16 @@ OPTIMIZERS: dict[str, Optimizer] = {
 
 ZERO_STAGES = (0, 1, 2, 3)
 
-#: The seeds' rule of thumb: 4 bytes of FP32 weights plus "about 20 extra bytes per parameter".
+#: The lecture notes' rule of thumb: 4 bytes of FP32 weights plus "about 20 extra bytes per parameter".
 RULE_OF_THUMB_BYTES_PER_PARAM = 24
 
 
 @dataclass(frozen=True)
 class GPU:
-    """A GPU by its name and memory capacity in bytes."""
+    """A GPU by its name and memory capacity in bytes.
+
+    Chapter 2, *The memory wall*.
+    """
 
     name: str
     capacity: int
@@ -107,7 +116,10 @@ GPUS: tuple[GPU, ...] = (
 
 @dataclass(frozen=True)
 class ModelShape:
-    """The shape of a GPT-like decoder: layers, hidden size, attention heads, vocabulary, positions."""
+    """The shape of a GPT-like decoder: layers, hidden size, attention heads, vocabulary, positions.
+
+    Chapter 2, *The memory wall*.
+    """
 
     n_layers: int
     hidden: int
@@ -145,22 +157,34 @@ _GPT3_FAMILY = (
 
 
 def gb(n_bytes: float) -> float:
-    """Bytes expressed in decimal gigabytes (10**9 bytes), the unit of the lecture notes."""
+    """Bytes expressed in decimal gigabytes (10**9 bytes), the unit of the lecture notes.
+
+    Chapter 2, *The memory wall*.
+    """
     return n_bytes / GB
 
 
 def bytes_per_param(dtype: str) -> float:
-    """Bytes one parameter takes when stored in ``dtype`` (fp32, fp16, bf16, fp8, int8, int4)."""
+    """Bytes one parameter takes when stored in ``dtype`` (fp32, fp16, bf16, fp8, int8, int4).
+
+    Chapter 2, *The memory wall*.
+    """
     return BYTES_PER_DTYPE[_choice(dtype, BYTES_PER_DTYPE, "dtype")]
 
 
 def weight_memory(n_params: float, dtype: str = "fp32") -> float:
-    """Bytes the weights of an ``n_params`` model take in ``dtype``: parameters times bytes each."""
+    """Bytes the weights of an ``n_params`` model take in ``dtype``: parameters times bytes each.
+
+    Chapter 2, *The memory wall*.
+    """
     return _positive(n_params, "number of parameters") * bytes_per_param(dtype)
 
 
 def shape_for_params(n_params: float, vocab: int = 50257) -> ModelShape:
-    """A plausible GPT-like shape for a bare parameter count: GPT-3's depth, hidden size solved for."""
+    """A plausible GPT-like shape for a bare parameter count: GPT-3's depth, hidden size solved for.
+
+    Chapter 2, *The memory wall*.
+    """
     n = _positive(n_params, "number of parameters")
     _, layers, _ = min(_GPT3_FAMILY, key=lambda row: abs(math.log(row[0] / n)))
     # Solve 12*L*h^2 + (vocab + positions)*h ~= n for h, then round to a multiple of 64.
@@ -191,6 +215,8 @@ def activation_bytes_per_layer(
     boolean masks CUDA keeps and ``e`` on a CPU (where dropout keeps a mask of the input's dtype).
     Without dropout there are no masks, and the attention probabilities are kept once, not twice:
     ``16*e*s*b*h + e*a*s^2*b``.
+
+    Chapter 2, *The memory wall*.
     """
     s = _positive(seq_len, "sequence length")
     b = _positive(batch, "batch size")
@@ -216,6 +242,8 @@ def activation_bytes(
     Beyond the layers: the embedding's dropout mask (``s*b*h*d``), the final layer norm's input and
     output (``2*s*b*h*e``) and the loss's FP32 log-probabilities (``b*s*vocab*4``) -- for a small
     model with a large vocabulary that last term rivals the layers.
+
+    Chapter 2, *The memory wall*.
     """
     per_layer = activation_bytes_per_layer(
         seq_len, batch, shape.hidden, shape.n_heads, bytes_per_element, mask_bytes, dropout
@@ -227,7 +255,10 @@ def activation_bytes(
 
 @dataclass
 class Breakdown:
-    """Per-GPU training memory, in bytes, by component."""
+    """Per-GPU training memory, in bytes, by component.
+
+    Chapter 2, *The memory wall*.
+    """
 
     weights: float
     gradients: float
@@ -296,6 +327,8 @@ def training_memory(
     Activations are per GPU (each GPU holds its own micro-batch of ``batch`` sequences) and are not
     sharded. Temporaries: under stage 3 the gathered weights of the largest layer, twice (one in
     use, one prefetched); with more than one GPU, two 25 MB gradient buckets for all-reduce.
+
+    Chapter 2, *The memory wall*.
     """
     n = _positive(n_params, "number of parameters")
     prec = PRECISIONS[_choice(precision, PRECISIONS, "precision")]
@@ -346,29 +379,18 @@ def training_memory(
 
 
 def rule_of_thumb(n_params: float) -> float:
-    """The lecture notes' estimate: 4 bytes of weights + 20 extra bytes = 24 bytes per parameter."""
+    """The lecture notes' estimate: 4 bytes of weights + 20 extra bytes = 24 bytes per parameter.
+
+    Chapter 2, *The memory wall*.
+    """
     return _positive(n_params, "number of parameters") * RULE_OF_THUMB_BYTES_PER_PARAM
 
 
-def zero_model_state_bytes(n_params: float, gpus: int, stage: int, k: float = 12) -> float:
-    """Model-state bytes per GPU for mixed-precision Adam exactly as the ZeRO paper writes them.
+def min_gpus_to_fit(breakdown_fn: Callable[[int], Breakdown], gpu: GPU, max_gpus: int = 4096) -> int | None:
+    """The smallest power-of-two GPU count whose per-GPU estimate fits ``gpu``, or None up to ``max_gpus``.
 
-    Stage 0: (2+2+K)Ψ; stage 1: 4Ψ + KΨ/N; stage 2: 2Ψ + (2+K)Ψ/N; stage 3: (4+K)Ψ/N.
+    Chapter 2, *The memory wall*.
     """
-    psi = _positive(n_params, "number of parameters")
-    if stage not in ZERO_STAGES:
-        raise ValueError(f"ZeRO stage must be one of {', '.join(map(str, ZERO_STAGES))}, got {stage!r}")
-    n = gpus
-    return [
-        (4 + k) * psi,
-        4 * psi + k * psi / n,
-        2 * psi + (2 + k) * psi / n,
-        (4 + k) * psi / n,
-    ][stage]
-
-
-def min_gpus_to_fit(breakdown_fn, gpu: GPU, max_gpus: int = 4096) -> int | None:
-    """The smallest power-of-two GPU count whose per-GPU estimate fits ``gpu``, or None up to ``max_gpus``."""
     n = 1
     while n <= max_gpus:
         if breakdown_fn(n).total <= gpu.capacity:
@@ -386,7 +408,10 @@ def gpus_to_train(
     seq_len: int = 2048,
     activation_checkpointing: bool = False,
 ) -> int | None:
-    """The fewest GPUs (a power of two) that can train a model with ZeRO stage 3 / FSDP full sharding, or None."""
+    """The fewest GPUs (a power of two) that can train a model with ZeRO stage 3 / FSDP full sharding, or None.
+
+    Chapter 2, *The memory wall*.
+    """
     return min_gpus_to_fit(
         lambda g: training_memory(
             n_params, precision, optimizer, batch=batch, seq_len=seq_len, gpus=g,
@@ -402,7 +427,10 @@ def gpus_to_train(
 
 
 def tensor_bytes(tensors: Iterable[torch.Tensor]) -> int:
-    """Bytes of the distinct storages behind some tensors (a view is counted once, with its base)."""
+    """Bytes of the distinct storages behind some tensors (a view is counted once, with its base).
+
+    Chapter 2, *The memory wall*.
+    """
     seen: dict[int, int] = {}
     for t in tensors:
         if t is None:
@@ -417,6 +445,8 @@ class SavedTensorMeter:
 
     Storages already owned by parameters (a weight saved by a matmul) are not activations and are
     left out; each storage counts once however many times it is saved.
+
+    Chapter 2, *The memory wall*.
     """
 
     def __init__(self, exclude: Iterable[torch.Tensor] = ()) -> None:
@@ -450,7 +480,10 @@ class SavedTensorMeter:
 
 @dataclass
 class Measurement:
-    """Bytes measured on a real model after one full training step."""
+    """Bytes measured on a real model after one full training step.
+
+    Chapter 2, *The memory wall*.
+    """
 
     n_params: int
     weights: int
@@ -461,12 +494,18 @@ class Measurement:
 
 
 def dropout_mask_bytes(device: torch.device | str, bytes_per_element: float) -> float:
-    """Bytes per element of the masks dropout saves: 1 (bool) on CUDA, the data's own size on a CPU."""
+    """Bytes per element of the masks dropout saves: 1 (bool) on CUDA, the data's own size on a CPU.
+
+    Chapter 2, *The memory wall*.
+    """
     return 1 if torch.device(device).type == "cuda" else bytes_per_element
 
 
 def measure_training_step(model: torch.nn.Module, batch: int, seq_len: int, seed: int = 0) -> Measurement:
-    """Run one Adam training step on random tokens and measure every kind of memory byte by byte."""
+    """Run one Adam training step on random tokens and measure every kind of memory byte by byte.
+
+    Chapter 2, *The memory wall*.
+    """
     _positive(batch, "batch size")
     _positive(seq_len, "sequence length")
     device = next(model.parameters()).device
@@ -499,7 +538,10 @@ def measure_training_step(model: torch.nn.Module, batch: int, seq_len: int, seed
 
 
 def comparison_rows(measured: Measurement, estimate: Breakdown, activation_estimates: dict[str, float]) -> list[list[str]]:
-    """Rows of measured against estimated bytes per component, with the difference, for a table."""
+    """Rows of measured against estimated bytes per component, with the difference, for a table.
+
+    Chapter 2, *The memory wall*.
+    """
 
     def row(name: str, got: int, expected: float) -> list[str]:
         return [name, f"{got:,}", f"{int(expected):,}", f"{got - int(expected):+,}"]
@@ -514,7 +556,10 @@ def comparison_rows(measured: Measurement, estimate: Breakdown, activation_estim
 
 
 def shape_of(model: torch.nn.Module) -> ModelShape:
-    """The :class:`ModelShape` of a transformers GPT-2 model, read from its config."""
+    """The :class:`ModelShape` of a transformers GPT-2 model, read from its config.
+
+    Chapter 2, *The memory wall*.
+    """
     c = model.config
     return ModelShape(c.n_layer, c.n_embd, c.n_head, c.vocab_size, c.n_positions)
 
@@ -523,7 +568,10 @@ _SUFFIXES = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
 
 
 def parse_count(text: str | float) -> float:
-    """Read a parameter count written as ``7e9``, ``7B``, ``125M``, ``1.3b`` or ``350_000_000``."""
+    """Read a parameter count written as ``7e9``, ``7B``, ``125M``, ``1.3b`` or ``350_000_000``.
+
+    Chapter 2, *The memory wall*.
+    """
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         return _positive(float(text), "number of parameters")
     raw = str(text).strip().lower().replace("_", "").replace(",", "")
@@ -540,7 +588,10 @@ def parse_count(text: str | float) -> float:
 
 
 def breakdown_rows(b: Breakdown) -> list[list[str]]:
-    """The breakdown as table rows: component, GB per GPU, bytes per parameter, share of the total."""
+    """The breakdown as table rows: component, GB per GPU, bytes per parameter, share of the total.
+
+    Chapter 2, *The memory wall*.
+    """
     rows = []
     for name, value in b.components().items():
         rows.append([name.replace("_", " "), f"{gb(value):,.2f}", f"{value / b.n_params:.2f}", f"{value / b.total:.0%}"])
@@ -549,5 +600,8 @@ def breakdown_rows(b: Breakdown) -> list[list[str]]:
 
 
 def verdict_rows(b: Breakdown) -> list[list[str]]:
-    """For each GPU type: fits or not, and how much of its memory the estimate uses."""
+    """For each GPU type: fits or not, and how much of its memory the estimate uses.
+
+    Chapter 2, *The memory wall*.
+    """
     return [[g.name, "fits" if ok else "does not fit", f"{share:.0%}"] for g, ok, share in b.verdicts()]

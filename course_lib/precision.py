@@ -26,7 +26,7 @@ import math
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -35,6 +35,9 @@ from course_lib import dtypes, formats
 from course_lib.checks import choice as _choice
 from course_lib.checks import positive as _positive
 from course_lib.tables import Table
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = [
     "CAST_FORMATS", "MODES", "MODE_LABELS", "torch_dtype", "torch_value_of_bits", "cast", "CastStats",
@@ -60,12 +63,18 @@ CAST_FORMATS: tuple[str, ...] = ("fp64", "fp32", "fp16", "bf16", "e4m3", "e5m2")
 
 
 def torch_dtype(name: str) -> torch.dtype:
-    """torch's dtype for a floating-point format name of the registry (:mod:`course_lib.dtypes`)."""
+    """torch's dtype for a floating-point format name of the registry (:mod:`course_lib.dtypes`).
+
+    Chapter 3, *Number formats*.
+    """
     return dtypes.torch_dtype(name, CAST_FORMATS)
 
 
 def torch_value_of_bits(bits: int, name: str) -> float:
-    """The value torch itself reads from a bit pattern (an independent check of the codec's decoder)."""
+    """The value torch itself reads from a bit pattern (an independent check of the codec's decoder).
+
+    Chapter 3, *Number formats*.
+    """
     dtype = torch_dtype(name)
     width = torch.empty(0, dtype=dtype).element_size() * 8
     if isinstance(bits, bool) or not isinstance(bits, (int, np.integer)) or not 0 <= bits < 1 << width:
@@ -90,6 +99,8 @@ def cast(values: Any, name: str) -> torch.Tensor:
 
     Numbers and lists become float32 tensors first (as a model's FP32 tensors would be). torch's
     casts overflow to inf (FP16, BF16, E5M2) except ``float8_e4m3fn``, which saturates at +-448.
+
+    Chapter 3, *Number formats*.
     """
     dtype = torch_dtype(name)
     x = _tensor(values)
@@ -98,7 +109,10 @@ def cast(values: Any, name: str) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class CastStats:
-    """What casting a tensor to one format did to its values: counts and the worst relative error."""
+    """What casting a tensor to one format did to its values: counts and the worst relative error.
+
+    Chapter 3, *Number formats*.
+    """
 
     name: str
     total: int
@@ -124,7 +138,10 @@ class CastStats:
 
 
 def cast_stats(values: Any, name: str) -> CastStats:
-    """Cast values to ``name`` and count overflows (to inf), underflows (to 0) and subnormal results."""
+    """Cast values to ``name`` and count overflows (to inf), underflows (to 0) and subnormal results.
+
+    Chapter 3, *Number formats*.
+    """
     fmt = formats.get_format(name)
     x = _tensor(values).detach().to(torch.float64).flatten()
     y = cast(x, name).to(torch.float64)
@@ -150,7 +167,10 @@ def _describe(x: float, y: float, fmt: formats.FloatFormat) -> tuple[str, str]:
 
 
 def cast_table(values: Sequence[float], names: Sequence[str] = ("fp16", "bf16"), title: str | None = None) -> Table:
-    """A table of values and what each format stores for them, with the relative error or what went wrong."""
+    """A table of values and what each format stores for them, with the relative error or what went wrong.
+
+    Chapter 3, *Number formats*.
+    """
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
         raise ValueError(f"values must be a non-empty list of numbers, got {values!r}")
     fmts = [formats.get_format(n) for n in names]
@@ -177,6 +197,8 @@ def activation_with_outlier(size: int = 1024, outlier: float = 300.0, seed: int 
     """A seeded FP32 activation vector: N(0, 1) features plus one outlier feature of magnitude ``outlier``.
 
     Large outlier features are typical of transformer activations (Dettmers et al. 2022, LLM.int8()).
+
+    Chapter 3, *Number formats*.
     """
     _positive(size, "size", integer=True)
     if not isinstance(outlier, (int, float)) or not math.isfinite(outlier):
@@ -192,6 +214,8 @@ def rms_norm(x: torch.Tensor, name: str = "fp32", eps: float = 1e-6) -> torch.Te
 
     In FP16 the square of any feature above 255.9 overflows (256**2 = 65,536 > 65,504), the mean
     becomes inf and every output becomes 0: why autocast keeps norms and reductions in FP32.
+
+    Chapter 3, *Number formats*.
     """
     if not isinstance(x, torch.Tensor) or not x.is_floating_point():
         raise ValueError("rms_norm() needs a floating-point torch tensor")
@@ -209,7 +233,10 @@ def rms_norm(x: torch.Tensor, name: str = "fp32", eps: float = 1e-6) -> torch.Te
 
 
 def tiny_gradients(size: int = 100_000, low: float = 1e-10, high: float = 1e-2, seed: int = 0) -> torch.Tensor:
-    """Seeded FP32 'gradient' values spread log-uniformly over [low, high], half of them negative."""
+    """Seeded FP32 'gradient' values spread log-uniformly over [low, high], half of them negative.
+
+    Chapter 3, *Number formats*.
+    """
     _positive(size, "size", integer=True)
     _positive(low, "low")
     _positive(high, "high")
@@ -227,6 +254,8 @@ def relative_error_curve(
     """Magnitudes spread log-uniformly over [low, high] and the relative error of storing each in ``name``.
 
     An underflow to zero has relative error 1; an overflow has error inf.
+
+    Chapter 3, *Number formats*.
     """
     _positive(points, "points", integer=True)
     x = tiny_gradients(points, low, high, seed).abs()
@@ -238,8 +267,13 @@ def relative_error_curve(
     return x.double().numpy(), err
 
 
-def plot_relative_error(names: Sequence[str] = ("fp16", "bf16"), low: float = 2.0**-30, high: float = 2.0**20):
-    """Plot the relative error of storing values of every magnitude in each format, with FP16's limits marked."""
+def plot_relative_error(
+    names: Sequence[str] = ("fp16", "bf16"), low: float = 2.0**-30, high: float = 2.0**20
+) -> Figure:
+    """Plot the relative error of storing values of every magnitude in each format, with FP16's limits marked.
+
+    Chapter 3, *Number formats*.
+    """
     import matplotlib.pyplot as plt
 
     from course_lib.plots import use_course_style
@@ -273,7 +307,10 @@ def plot_relative_error(names: Sequence[str] = ("fp16", "bf16"), low: float = 2.
 
 
 def matmul_relative_error(size: int = 256, name: str = "bf16", seed: int = 0) -> float:
-    """Relative (Frobenius) error of a product of two N(0, 1) matrices computed in ``name``, against float64."""
+    """Relative (Frobenius) error of a product of two N(0, 1) matrices computed in ``name``, against float64.
+
+    Chapter 3, *Number formats*.
+    """
     _positive(size, "size", integer=True)
     dtype = torch_dtype(name)
     g = torch.Generator().manual_seed(seed)
@@ -291,7 +328,10 @@ def matmul_relative_error(size: int = 256, name: str = "bf16", seed: int = 0) ->
 def synthetic_task(
     examples: int = 512, features: int = 32, classes: int = 64, seed: int = 0
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """A seeded classification task: N(0, 1) inputs labelled by a random teacher network (argmax of its outputs)."""
+    """A seeded classification task: N(0, 1) inputs labelled by a random teacher network (argmax of its outputs).
+
+    Chapter 3, *Number formats*.
+    """
     for value, what in [(examples, "examples"), (features, "features"), (classes, "classes")]:
         _positive(value, what, integer=True)
     g = torch.Generator().manual_seed(seed)
@@ -304,7 +344,10 @@ def synthetic_task(
 def small_mlp(
     features: int = 32, classes: int = 64, hidden: int = 128, depth: int = 2, seed: int = 1
 ) -> torch.nn.Module:
-    """A seeded MLP: ``depth`` tanh hidden layers of width ``hidden``, then a linear layer to the class logits."""
+    """A seeded MLP: ``depth`` tanh hidden layers of width ``hidden``, then a linear layer to the class logits.
+
+    Chapter 3, *Number formats*.
+    """
     for value, what in [(features, "features"), (classes, "classes"), (hidden, "hidden"), (depth, "depth")]:
         _positive(value, what, integer=True)
     torch.manual_seed(seed)
@@ -319,7 +362,10 @@ def small_mlp(
 
 @dataclass
 class TrainingRun:
-    """One training run: per-step loss, zero-gradient fractions and loss scale, and the final accuracy."""
+    """One training run: per-step loss, zero-gradient fractions and loss scale, and the final accuracy.
+
+    Chapter 3, *Number formats*.
+    """
 
     mode: str
     losses: list[float] = field(default_factory=list)  # mean cross-entropy per example (unscaled)
@@ -387,6 +433,8 @@ def train_in_mode(
     ``tokens_per_batch`` (see the module docstring); ``losses`` records the per-example mean.
     ``threads`` (CPU only) sets torch's threads during the run: one is fastest for so small a
     model and makes the run bit-for-bit repeatable.
+
+    Chapter 3, *Number formats*.
     """
     mode = _choice(mode, MODES, "training mode")
     _positive(steps, "steps", integer=True)
@@ -432,18 +480,24 @@ def train_in_mode(
 
 
 def compare_modes(modes: Sequence[str] = MODES, progress: bool | None = False, **kwargs: Any) -> dict[str, TrainingRun]:
-    """Run :func:`train_in_mode` once per mode with the same seed and settings (``progress=None``: a bar in a terminal)."""
+    """Run :func:`train_in_mode` once per mode with the same seed and settings (``progress=None``: a bar in a terminal).
+
+    Chapter 3, *Number formats*.
+    """
     if isinstance(modes, str) or not modes:
         raise ValueError(f"modes must be a non-empty list of modes from {', '.join(MODES)}, got {modes!r}")
     modes = [_choice(m, MODES, "training mode") for m in modes]
-    from tqdm.auto import tqdm
+    from course_lib.env import progress_bar
 
-    bar = tqdm(modes, desc="training", disable=None if progress is None else not progress)
+    bar = progress_bar(modes, len(modes), "training", progress is None or bool(progress))
     return {mode: train_in_mode(mode, **kwargs) for mode in bar}
 
 
 def training_table(runs: dict[str, TrainingRun]) -> Table:
-    """Loss, accuracy and zero-gradient fractions of each run, one row per mode."""
+    """Loss, accuracy and zero-gradient fractions of each run, one row per mode.
+
+    Chapter 3, *Number formats*.
+    """
     if not runs:
         raise ValueError("training_table() needs at least one run (from compare_modes())")
     rows = [
@@ -457,8 +511,11 @@ def training_table(runs: dict[str, TrainingRun]) -> Table:
     return Table(headers, rows)
 
 
-def plot_training(runs: dict[str, TrainingRun]):
-    """Two panels: the loss of every run (log scale), and the fraction of gradient entries that are exactly zero."""
+def plot_training(runs: dict[str, TrainingRun]) -> Figure:
+    """Two panels: the loss of every run (log scale), and the fraction of gradient entries that are exactly zero.
+
+    Chapter 3, *Number formats*.
+    """
     import matplotlib.pyplot as plt
 
     from course_lib.plots import use_course_style

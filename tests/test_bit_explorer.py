@@ -197,4 +197,4 @@ def test_chapter04_exercises_check_answers():
     assert chapter04.q1.feedback(3.0)[0] and not chapter04.q1.feedback(3.25)[0]
     assert chapter04.q2.feedback(2.0**-6)[0]
     assert chapter04.q3.feedback(80 * 5 / 127)[0] and not chapter04.q3.feedback(79 * 5 / 127)[0]
-    assert chapter04.q4.feedback(5)[0]
+    assert chapter04.q4.feedback(4.125)[0] and not chapter04.q4.feedback(5)[0]

@@ -30,7 +30,9 @@ def test_not_answered_and_not_a_number(capsys):
 def test_q3_answer_is_the_smallest_that_fits():
     n = int(chapter02.q3.solution())
     cap = 80 * memory.GIB
-    assert memory.zero_model_state_bytes(70e9, n, 3) <= cap < memory.zero_model_state_bytes(70e9, n - 1, 3)
+    # ZeRO stage 3 keeps (2 + 2 + 12) x parameters / N bytes of model states on each GPU.
+    assert 16 * 70e9 / n <= cap < 16 * 70e9 / (n - 1)
+    assert n == 14
 
 
 def test_chapter05_answers_worked_by_hand():
@@ -43,3 +45,25 @@ def test_chapter05_answers_worked_by_hand():
     assert not chapter05.q3.feedback(4.5)[0]  # NF4 without double quantization
     assert chapter05.q4.feedback(8 * 4096 + 4096 * 8)[0]
     assert not chapter05.q4.feedback(8 * 4096)[0]  # only A counted
+
+
+def test_chapter03_answers_worked_by_hand():
+    from course_lib.exercises import chapter03
+
+    assert chapter03.q1.feedback(2.0**-24)[0]  # 2**(1 - 15 - 10)
+    assert not chapter03.q1.feedback(2.0**-14)[0]  # the smallest normal, not subnormal
+    assert chapter03.q2.feedback(2.0)[0]  # 2**(8 - 7)
+    assert chapter03.q3.feedback(448)[0] and not chapter03.q3.feedback(240)[0]  # 240: IEEE-like
+    assert chapter03.q4.feedback(16)[0]  # 1e-9 * 2**16 = 6.6e-5 >= 2**-14 = 6.1e-5
+    assert not chapter03.q4.feedback(15)[0]
+
+
+def test_chapter04_answers_worked_by_hand():
+    from course_lib.exercises import chapter04
+
+    assert chapter04.q1.feedback(3.0)[0] and not chapter04.q1.feedback(3.5)[0]
+    assert chapter04.q2.feedback(2.0**-6)[0]  # 2**(1 - 7)
+    assert chapter04.q3.feedback(80 * 5.0 / 127)[0]  # pi / (5/127) = 79.8 -> code 80
+    assert not chapter04.q3.feedback(79 * 5.0 / 127)[0]  # truncated instead of rounded
+    assert chapter04.q4.feedback(4 + 16 / 128)[0]  # 4.125 bits
+    assert not chapter04.q4.feedback(4 + 32 / 128)[0]  # an FP32 scale instead of FP16

@@ -24,6 +24,21 @@ def test_time_matmul_gives_a_complete_result():
     assert r.gflops == pytest.approx(r.flops / r.seconds / 1e9)
 
 
+def test_a_result_keeps_every_run_and_reports_the_fastest_and_the_median():
+    r = hardware.time_matmul(16, "fp32", "cpu", repeats=5, min_seconds=0)
+    assert len(r.times) == r.repeats == 5 and all(t > 0 for t in r.times)
+    assert r.seconds == min(r.times)
+    assert r.median_seconds == sorted(r.times)[2]
+    assert r.spread == pytest.approx(r.median_seconds / r.seconds - 1) and r.spread >= 0
+    made_up = hardware.MatmulResult("cpu", "fp32", 8, (2.0, 1.0, 4.0), 1)
+    assert (made_up.seconds, made_up.median_seconds, made_up.spread) == (1.0, 2.0, 1.0)
+
+
+def test_every_case_of_a_benchmark_gets_the_same_number_of_runs():
+    results = hardware.matmul_benchmark([16, 32], ["fp32", "bf16"], "cpu", repeats=3, min_seconds=0)
+    assert [r.repeats for r in results] == [3, 3, 3, 3]
+
+
 def test_benchmark_covers_every_case_and_the_table_shows_ratios():
     results = hardware.matmul_benchmark([16, 32], ["fp32", "fp16"], "cpu", repeats=1)
     assert [(r.size, r.dtype) for r in results] == [(16, "fp32"), (16, "fp16"), (32, "fp32"), (32, "fp16")]
@@ -31,13 +46,17 @@ def test_benchmark_covers_every_case_and_the_table_shows_ratios():
     assert ratios[("cpu", 16, "fp32")] == 1.0 and ratios[("cpu", 32, "fp32")] == 1.0
     assert ratios[("cpu", 32, "fp16")] > 0
     table = hardware.matmul_table(results)
-    assert table.headers == ["device", "matrices", "dtype", "ms per product", "GFLOP/s", "vs fp32"]
-    assert len(table.rows) == 4 and table.rows[0][-1] == "1.00x"
+    assert table.headers == ["device", "matrices", "dtype", "ms per product", "GFLOP/s", "vs fp32", "median run"]
+    assert len(table.rows) == 4 and table.rows[0][-2] == "1.00x"
+    assert all(row[-1].startswith("+") and row[-1].endswith("%") for row in table.rows)
+    assert table.title == "one run per row"
+    again = hardware.matmul_benchmark([16], ["fp32"], "cpu", repeats=3, min_seconds=0)
+    assert hardware.matmul_table(again).title == "fastest of 3 interleaved runs per row"
 
 
 def test_table_without_baseline_shows_a_dash():
     results = hardware.matmul_benchmark([16], ["bf16"], "cpu", repeats=1)
-    assert hardware.matmul_table(results).rows[0][-1] == "-"
+    assert hardware.matmul_table(results).rows[0][-2] == "-"
 
 
 def test_default_sizes_and_devices():
@@ -83,6 +102,8 @@ def test_bad_size_is_a_clear_error(size):
 def test_other_bad_inputs(kwargs, message):
     with pytest.raises(ValueError, match=message):
         hardware.time_matmul(8, **kwargs)
+    with pytest.raises(ValueError, match=message):
+        hardware.matmul_benchmark([8], **kwargs)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present")

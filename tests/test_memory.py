@@ -40,16 +40,20 @@ def test_model_states_are_16_bytes_per_param_for_adam_fp32_and_mixed():
 
 @pytest.mark.parametrize("stage", memory.ZERO_STAGES)
 @pytest.mark.parametrize("gpus", [1, 2, 8, 64])
-def test_zero_stages_match_the_paper(stage, gpus):
-    b = memory.training_memory(7.5e9, "bf16-mixed", "adam", gpus=gpus, zero_stage=stage)
-    assert b.model_states == pytest.approx(memory.zero_model_state_bytes(7.5e9, gpus, stage))
+def test_zero_stages_match_the_papers_closed_forms(stage, gpus):
+    # Rajbhandari et al.: (2+2+K)Ψ; 4Ψ + KΨ/N; 2Ψ + (2+K)Ψ/N; (4+K)Ψ/N with K = 12.
+    psi, k, n = 7.5e9, 12, gpus
+    paper = [(4 + k) * psi, 4 * psi + k * psi / n, 2 * psi + (2 + k) * psi / n, (4 + k) * psi / n][stage]
+    b = memory.training_memory(psi, "bf16-mixed", "adam", gpus=gpus, zero_stage=stage)
+    assert b.model_states == pytest.approx(paper, rel=1e-12)
 
 
 def test_zero_paper_example_7_5b_on_64_gpus():
     # The ZeRO paper's Figure 1 example: 7.5B parameters, 64 GPUs: 120 GB, 31.4 GB, 16.6 GB, 1.9 GB.
-    expected = [120, 31.4, 16.6, 1.9]
+    expected = [120.0, 31.4, 16.6, 1.9]
     for stage, gbs in zip(memory.ZERO_STAGES, expected):
-        assert memory.gb(memory.zero_model_state_bytes(7.5e9, 64, stage)) == pytest.approx(gbs, abs=0.06)
+        b = memory.training_memory(7.5e9, "bf16-mixed", "adam", gpus=64, zero_stage=stage)
+        assert round(memory.gb(b.model_states), 1) == gbs
 
 
 def test_activation_formula_reduces_to_korthikanti_for_16_bit():
