@@ -81,7 +81,10 @@ _HUB_ALIASES: dict[str, tuple[str, str | None]] = {
 
 
 class HubUnavailableError(RuntimeError):
-    """Raised when a hub data set cannot be loaded (offline, or ``datasets`` not installed)."""
+    """Raised when a hub data set cannot be loaded (offline, or ``datasets`` not installed).
+
+    Chapter 1, *Pretraining objectives*.
+    """
 
 
 
@@ -110,7 +113,10 @@ def _course_splits(seed: int = DEFAULT_SEED, n: int = N_STORIES) -> dict[str, tu
 # ---------------------------------------------------------------------------------------------
 
 def check_split(split: str) -> None:
-    """Raise a ValueError naming the valid splits unless ``split`` is one of them."""
+    """Raise a ValueError naming the valid splits unless ``split`` is one of them.
+
+    Chapter 1, *Pretraining objectives*.
+    """
     if split not in SPLITS:
         raise ValueError(f"Unknown split {split!r}; use one of {', '.join(SPLITS)}.")
 
@@ -206,6 +212,8 @@ def load_corpus(source: str | os.PathLike[str] = "course", split: str = "train")
     90% train, next 5% validation, last 5% test), or any other string, taken as a hub data set
     name such as ``"wikitext-2-raw-v1"``; the latter needs the optional ``datasets`` package and
     network, and otherwise raises :class:`HubUnavailableError` naming the offline alternatives.
+
+    Chapter 1, *Pretraining objectives*.
     """
     check_split(split)
     if not isinstance(source, (str, os.PathLike)):
@@ -226,7 +234,10 @@ def load_corpus(source: str | os.PathLike[str] = "course", split: str = "train")
 
 @dataclass(frozen=True)
 class CorpusStats:
-    """Size of a corpus per split, and one sample story."""
+    """Size of a corpus per split, and one sample story.
+
+    Chapter 1, *Pretraining objectives*.
+    """
 
     version: str
     stories: dict[str, int]
@@ -247,7 +258,10 @@ class CorpusStats:
 
 
 def corpus_stats(source: str | os.PathLike[str] = "course") -> CorpusStats:
-    """Count the stories, characters and UTF-8 bytes of each split, and pick a sample story."""
+    """Count the stories, characters and UTF-8 bytes of each split, and pick a sample story.
+
+    Chapter 1, *Pretraining objectives*.
+    """
     per = {s: load_corpus(source, s) for s in SPLITS}
     texts = {s: "\n\n".join(docs) for s, docs in per.items()}
     version = CORPUS_VERSION if str(source).lower() == "course" else str(source)
@@ -283,6 +297,8 @@ def train_tokenizer(
     count down. Encoding with ``add_special_tokens=True`` wraps a text as ``<s> ... </s>``.
     ``vocab_size`` counts everything (specials and sentinels included); if the texts do not have
     enough distinct pairs the tokenizer ends up smaller (the course corpus supports about 4,190).
+
+    Chapter 1, *Pretraining objectives*.
     """
     from tokenizers import (
         AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers,
@@ -342,6 +358,8 @@ def course_tokenizer(
     The first call trains it (a few seconds) and saves it with ``save_pretrained`` under
     ``cache_dir()/tokenizer-<CORPUS_VERSION>-<vocab_size>``; later calls load it from there with
     ``AutoTokenizer.from_pretrained``. ``use_cache=False`` always retrains and writes nothing.
+
+    Chapter 1, *Pretraining objectives*.
     """
     if not use_cache:
         return train_tokenizer(vocab_size=vocab_size)
@@ -375,6 +393,8 @@ def tokenizer_for(kind: str, tokenizer: PreTrainedTokenizerBase) -> PreTrainedTo
     ``generate`` continues the prompt instead of starting a new story), ``bert`` wraps the text as
     ``<s> ... </s>``, ``t5`` appends ``</s>``. ``<mask>`` and the sentinels absorb the space before
     them, as the hidden token's leading space did in training.
+
+    Chapter 1, *Pretraining objectives*.
     """
     import copy
 
@@ -389,6 +409,9 @@ def tokenizer_for(kind: str, tokenizer: PreTrainedTokenizerBase) -> PreTrainedTo
         "t5": (f"$A {eos}", f"$A {eos} $B:1 {eos}:1"),
     }[kind]
     out = copy.deepcopy(tokenizer)
+    names = ["input_ids", "attention_mask"]  # no token_type_ids: none of the kinds uses them
+    out.model_input_names = names
+    out.init_kwargs["model_input_names"] = names  # saved with the tokenizer (transformers 4.x too)
     backend = out.backend_tokenizer
     ids = {t: out.convert_tokens_to_ids(t) for t in (bos, eos)}
     backend.post_processor = processors.TemplateProcessing(
@@ -403,6 +426,8 @@ def sentinel_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
     """The ids of the sentinel tokens in the order ``<extra_id_0>``, ``<extra_id_1>``, ...
 
     Raises ``ValueError`` if the tokenizer has no ``<extra_id_0>``.
+
+    Chapter 1, *Pretraining objectives*.
     """
     vocab = tokenizer.get_vocab()
     ids: list[int] = []
@@ -423,13 +448,19 @@ def sentinel_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
 # ---------------------------------------------------------------------------------------------
 
 def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerBase) -> str:
-    """A hash of the tokenizer's vocabulary and special tokens (what decides its ids)."""
+    """A hash of the tokenizer's vocabulary and special tokens (what decides its ids).
+
+    Chapter 1, *Pretraining objectives*.
+    """
     blob = json.dumps([sorted(tokenizer.get_vocab().items()), tokenizer.all_special_tokens])
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
 def texts_fingerprint(texts: Sequence[str]) -> str:
-    """A hash of a list of documents (their text and their boundaries)."""
+    """A hash of a list of documents (their text and their boundaries).
+
+    Chapter 1, *Pretraining objectives*.
+    """
     h = hashlib.sha256()
     for t in texts:
         h.update(t.encode("utf-8"))
@@ -442,6 +473,8 @@ def token_stream(texts: Sequence[str] | str, tokenizer: PreTrainedTokenizerBase)
 
     A single string counts as one document. Returns a 1-D ``torch.long`` tensor (shared by calls with
     the same texts and tokenizer: the last few streams are remembered, so do not modify it in place).
+
+    Chapter 5, *Quantization*.
     """
     if isinstance(texts, str):
         texts = [texts]
@@ -474,7 +507,10 @@ _STREAMS: dict[tuple[str, str], torch.Tensor] = {}
 
 
 def course_stream(tokenizer: PreTrainedTokenizerBase, split: str) -> torch.Tensor:
-    """The token stream of one split of the course corpus (computed once per tokenizer)."""
+    """The token stream of one split of the course corpus (computed once per tokenizer).
+
+    Chapter 1, *Pretraining objectives*.
+    """
     key = (tokenizer_fingerprint(tokenizer) + CORPUS_VERSION, split)
     if key not in _STREAMS:
         _STREAMS[key] = token_stream(load_corpus("course", split), tokenizer)
@@ -482,7 +518,10 @@ def course_stream(tokenizer: PreTrainedTokenizerBase, split: str) -> torch.Tenso
 
 
 def too_short_error(n_tokens: int, window: int, what: str) -> ValueError:
-    """The error for a text shorter than one window, naming both fixes."""
+    """The error for a text shorter than one window, naming both fixes.
+
+    Chapter 1, *Pretraining objectives*.
+    """
     return ValueError(
         f"The text has {n_tokens} tokens, fewer than one {what} of {window} tokens. Use a longer "
         f"text (e.g. the course corpus: load_corpus('course', 'test')) or a smaller "

@@ -25,7 +25,7 @@ def test_missing_or_old_packages_come_with_a_fix(monkeypatch):
     report = env.check_env(online_probe=False)
     problems = dict(report.problems)
     assert "pip install torch==2.13.0" in problems["torch is not installed"]
-    assert "transformers>=4.40" in problems["transformers 4.20.0 is too old"]
+    assert "transformers>=5.4" in problems["transformers 4.20.0 is too old"]
     assert not report.ok and "fix:" in str(report)
 
 

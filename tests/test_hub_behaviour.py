@@ -12,7 +12,7 @@ from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelFo
 
 from course_lib import data, evaluation, models, training
 
-RECIPE = training.Recipe(steps=4, batch_size=4, seq_len=32)
+RECIPE = training.Recipe(steps=30, batch_size=8, seq_len=64)  # enough to write a span
 
 
 @pytest.fixture(scope="module")
