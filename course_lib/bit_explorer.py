@@ -1,5 +1,7 @@
 """The bit explorer: one number in one format, its bits, and what each bit does, live in the page.
 
+Chapters 3 (*Number formats*) and 4 (*Quantizing π*) use it.
+
 :func:`bit_explorer` returns a self-contained HTML + JavaScript view (one ``<div>`` and one inline
 ``<script>``, no ipywidgets comm, nothing fetched at view time), so it responds to clicks in
 JupyterLab, in Colab and in the static book with no kernel. The script carries an exact codec
@@ -28,12 +30,15 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from course_lib import formats
 from course_lib.tables import Table
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 __all__ = [
     "EXPLORER_FORMATS", "HINT", "TypedValue", "parse_value", "BitExplorer", "bit_explorer",
@@ -56,7 +61,10 @@ _NAMED_VALUES = {"pi": math.pi, "\u03c0": math.pi, "e": math.e, "inf": math.inf,
 
 @lru_cache(maxsize=None)
 def codec_js() -> str:
-    """The explorer's JavaScript (codec and view), as inlined into every explorer."""
+    """The explorer's JavaScript (codec and view), as inlined into every explorer.
+
+    Chapter 3, *Number formats*.
+    """
     return (ASSETS / "bit_explorer.js").read_text(encoding="utf-8")
 
 
@@ -87,7 +95,10 @@ def _explorer_format(fmt: str | formats.FloatFormat | formats.IntFormat) -> form
 
 @dataclass(frozen=True)
 class TypedValue:
-    """A value as the learner typed it: the text, the float64 it reads as, and the bit pattern if bits were typed."""
+    """A value as the learner typed it: the text, the float64 it reads as, and the bit pattern if bits were typed.
+
+    Chapter 3, *Number formats*.
+    """
 
     text: str
     value: float
@@ -105,6 +116,8 @@ def parse_value(text: str | float, fmt: str | formats.FloatFormat | formats.IntF
     Accepts decimal numbers (``3.14``, ``1e-8``, ``-0``), ``pi``/``π`` and ``e`` (with a sign),
     ``inf``, ``nan``, powers of two (``2^-24`` or ``2**-24``), and a bit pattern of ``fmt`` in hex
     (``0x4248``) or binary (``0b...``). Python numbers are taken as they are.
+
+    Chapter 3, *Number formats*.
     """
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         return TypedValue(repr(text), float(text))
@@ -157,7 +170,10 @@ def _hex(bits: int, n_bits: int) -> str:
 
 
 class BitExplorer:
-    """One value in one format as a live, clickable view (HTML + inline JavaScript, no kernel needed)."""
+    """One value in one format as a live, clickable view (HTML + inline JavaScript, no kernel needed).
+
+    Chapter 3, *Number formats*.
+    """
 
     def __init__(self, value: str | float = "pi", fmt: str | formats.FloatFormat | formats.IntFormat = "fp16",
                  saturate: bool = False) -> None:  # fmt: skip
@@ -228,6 +244,8 @@ def bit_explorer(value: str | float = "pi", fmt: str = "fp16", *, saturate: bool
     ``'nan'``, ``'0x4248'``, ...); ``fmt`` is a format name (``'fp32'``, ``'fp16'``, ``'bf16'``,
     ``'e4m3'``, ``'e5m2'``, ``'int8'``, ``'int4'``, ``'e3m2'``, ...) of at most 32 bits.
     Non-saturating by default (see the module docstring).
+
+    Chapter 3, *Number formats*.
     """
     return BitExplorer(value, fmt, saturate)
 
@@ -239,7 +257,10 @@ def bit_explorer(value: str | float = "pi", fmt: str = "fp16", *, saturate: bool
 
 @dataclass(frozen=True)
 class Stored:
-    """One value stored in one format (optionally as an integer code times a scale factor)."""
+    """One value stored in one format (optionally as an integer code times a scale factor).
+
+    Chapter 3, *Number formats*.
+    """
 
     label: str
     format: formats.FloatFormat | formats.IntFormat
@@ -299,6 +320,8 @@ def store(
     With ``scale`` the format holds ``value / scale`` and the stored value is ``code * scale``
     (symmetric block quantization: ``scale = absmax / 127`` for INT8); ``block_size`` values share
     one FP32 scale, so each pays ``32 / block_size`` extra bits.
+
+    Chapter 3, *Number formats*.
     """
     fmt = _explorer_format(fmt)
     typed = parse_value(value, fmt)
@@ -326,7 +349,10 @@ def _g(x: float) -> str:
 
 
 class FormatComparison:
-    """One value in several formats side by side; prints as a text table and renders as HTML."""
+    """One value in several formats side by side; prints as a text table and renders as HTML.
+
+    Chapter 4, *Quantizing π*.
+    """
 
     HEADERS = ("format", "stored value (exact)", "bits (hex)", "bits", "abs error", "rel error", "bits/value")
 
@@ -377,7 +403,10 @@ class FormatComparison:
 def compare_formats(
     value: str | float = "pi", fmts: Sequence[str] = EXPLORER_FORMATS, *, saturate: bool = False
 ) -> FormatComparison:
-    """One number in every format side by side: stored value, bits, absolute and relative error, bits per value."""
+    """One number in every format side by side: stored value, bits, absolute and relative error, bits per value.
+
+    Chapter 4, *Quantizing π*.
+    """
     if isinstance(fmts, str):
         raise ValueError(
             f"fmts must be a list of format names such as {list(EXPLORER_FORMATS)}, got the string {fmts!r}"
@@ -391,7 +420,10 @@ def compare_formats(
 
 
 def neighbours(row: Stored, count: int = 4) -> np.ndarray:
-    """The stored value and the ``count`` representable values on each side of it, ascending."""
+    """The stored value and the ``count`` representable values on each side of it, ascending.
+
+    Chapter 3, *Number formats*.
+    """
     if not isinstance(count, int) or count < 0:
         raise ValueError(f"count must be a whole number >= 0, got {count!r}")
     fmt, scale = row.format, row.scale or 1.0
@@ -416,8 +448,11 @@ def neighbours(row: Stored, count: int = 4) -> np.ndarray:
     return np.array(below[::-1] + [code] + above) * scale
 
 
-def number_lines(rows: Sequence[Stored], count: int = 4):
-    """Draw, for each stored value, the representable numbers around it on its own zoomed number line."""
+def number_lines(rows: Sequence[Stored], count: int = 4) -> Figure:
+    """Draw, for each stored value, the representable numbers around it on its own zoomed number line.
+
+    Chapter 3, *Number formats*.
+    """
     import matplotlib.pyplot as plt
 
     from course_lib.plots import use_course_style

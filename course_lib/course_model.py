@@ -56,17 +56,26 @@ _COURSE_SHAPE = {"hidden": 128, "layers": 4, "heads": 4, "context": 128}
 
 
 def course_model_config(tokenizer: PreTrainedTokenizerBase | None = None) -> PretrainedConfig:
-    """The course model's GPT-2 config: 4 layers, hidden 128, 4 heads, 128 positions, course vocabulary."""
+    """The course model's GPT-2 config: 4 layers, hidden 128, 4 heads, 128 positions, course vocabulary.
+
+    Chapter 1, *Pretraining objectives*.
+    """
     return tiny_config("gpt2", tokenizer, **_COURSE_SHAPE)
 
 
 def course_model_dir() -> Path:
-    """Where the course model is cached: ``cache_dir()/course-model-v1``."""
+    """Where the course model is cached: ``cache_dir()/course-model-v1``.
+
+    Chapter 1, *Pretraining objectives*.
+    """
     return env.cache_dir() / COURSE_MODEL_NAME
 
 
 def course_model_reference() -> dict[str, Any]:
-    """The reference figures of the course model's recipe, recorded in ``course_model_reference.json``."""
+    """The reference figures of the course model's recipe, recorded in ``course_model_reference.json``.
+
+    Chapter 1, *Pretraining objectives*.
+    """
     try:
         return json.loads(_REFERENCE_FILE.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -79,6 +88,8 @@ def model_card(info: dict[str, Any]) -> str:
     ``info`` holds what a build measured (``n_params``, ``validation_perplexity``,
     ``test_perplexity``, ``validation_loss``, ``seconds``, ...), as written by
     :func:`build_course_model`.
+
+    Chapter 1, *Pretraining objectives*.
     """
     r = info.get("recipe", asdict(COURSE_RECIPE))
     shape = info.get("shape", _COURSE_SHAPE)
@@ -149,6 +160,8 @@ def course_model_card(for_display: bool = False) -> str:
 
     ``for_display=True`` leaves out the YAML front matter (metadata for hubs) and lowers every
     heading by three levels, so that the card nests under a notebook subsection.
+
+    Chapter 1, *Pretraining objectives*.
     """
     ref = course_model_reference()
     if not ref:
@@ -168,6 +181,8 @@ def build_course_model(output: str | os.PathLike[str] | None = None, *, progress
     Deterministic for a given machine and thread count: seeded initialisation and batches. Writes
     safetensors weights, config, tokenizer, ``training.json`` and the model card ``README.md``;
     returns the measured figures (parameters, seconds, validation/test loss and perplexity).
+
+    Chapter 1, *Pretraining objectives*.
     """
     target = Path(output) if output is not None else course_model_dir()
     tokenizer = data.course_tokenizer()
@@ -211,6 +226,8 @@ def course_model(path: str | os.PathLike[str] | None = None, *, rebuild: bool = 
     ``path`` defaults to :func:`course_model_dir`. A cached copy is trusted only if its weights
     match the SHA-256 in its ``training.json``; otherwise :class:`CheckpointError` says how to
     rebuild it (``rebuild=True`` does it here). Loading goes through :func:`load_model`.
+
+    Chapter 1, *Pretraining objectives*.
     """
     target = Path(path) if path is not None else course_model_dir()
     if rebuild or not target.exists():

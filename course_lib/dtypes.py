@@ -31,7 +31,10 @@ FLOAT_NAMES: tuple[str, ...] = ("fp32", "fp16", "bf16")
 
 
 def torch_dtype(name: str, allowed: tuple[str, ...] | None = None) -> torch.dtype:
-    """torch's dtype for ``name`` or a format alias such as "half", optionally limited to ``allowed``."""
+    """torch's dtype for ``name`` or a format alias such as "half", optionally limited to ``allowed``.
+
+    Chapter 2, *The memory wall*.
+    """
     options = allowed if allowed is not None else tuple(TORCH)
     key = name.strip().lower() if isinstance(name, str) else name
     if key not in options:

@@ -14,13 +14,16 @@ import socket
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from course_lib._about import __version__
 
+if TYPE_CHECKING:
+    import torch
+
 MIN_PYTHON = (3, 10)
-MIN_TORCH = (2, 1)
-MIN_TRANSFORMERS = (4, 40)
+MIN_TORCH = (2, 4)
+MIN_TRANSFORMERS = (5, 4)
 
 #: Host and port probed to decide whether a model hub is reachable.
 HUB_HOST = ("huggingface.co", 443)
@@ -28,7 +31,10 @@ HUB_HOST = ("huggingface.co", 443)
 
 @dataclass
 class EnvReport:
-    """What the environment check found, and each problem with its fix."""
+    """What the environment check found, and each problem with its fix.
+
+    Chapter 1, *Pretraining objectives*.
+    """
 
     python: str
     torch: str | None
@@ -88,12 +94,18 @@ def _parse(version: str) -> tuple[int, ...]:
 
 
 def in_colab() -> bool:
-    """Whether this process runs inside Google Colab."""
+    """Whether this process runs inside Google Colab.
+
+    Chapter 1, *Pretraining objectives*.
+    """
     return "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ
 
 
 def is_online(host: tuple[str, int] = HUB_HOST, timeout: float = 1.5) -> bool:
-    """Whether a model hub can be reached: False when HF_HUB_OFFLINE is set or a connection fails."""
+    """Whether a model hub can be reached: False when HF_HUB_OFFLINE is set or a connection fails.
+
+    Chapter 1, *Pretraining objectives*.
+    """
     if os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0", "false", "False"):
         return False
     try:
@@ -103,8 +115,11 @@ def is_online(host: tuple[str, int] = HUB_HOST, timeout: float = 1.5) -> bool:
         return False
 
 
-def get_device(prefer: str | None = None):
-    """The torch device the course runs on: CUDA when present, else CPU (``prefer`` overrides)."""
+def get_device(prefer: str | None = None) -> torch.device:
+    """The torch device the course runs on: CUDA when present, else CPU (``prefer`` overrides).
+
+    Chapter 2, *The memory wall*.
+    """
     import torch
 
     if prefer is not None:
@@ -115,7 +130,10 @@ def get_device(prefer: str | None = None):
 
 
 def seed_everything(seed: int = 0) -> None:
-    """Seed Python, NumPy (if present) and torch so that a notebook's numbers repeat run after run."""
+    """Seed Python, NumPy (if present) and torch so that a notebook's numbers repeat run after run.
+
+    Chapter 1, *Pretraining objectives*.
+    """
     import torch
 
     random.seed(seed)
@@ -129,7 +147,10 @@ def seed_everything(seed: int = 0) -> None:
 
 
 def check_env(online_probe: bool = True) -> EnvReport:
-    """Collect versions, hardware, network and Colab status, with a fix for each problem found."""
+    """Collect versions, hardware, network and Colab status, with a fix for each problem found.
+
+    Chapter 1, *Pretraining objectives*.
+    """
     problems: list[tuple[str, str]] = []
     py = sys.version_info
     if py[:2] < MIN_PYTHON:
@@ -178,7 +199,10 @@ def check_env(online_probe: bool = True) -> EnvReport:
 
 
 def setup_notebook(seed: int = 0) -> EnvReport:
-    """Prepare a notebook: Colab's widget manager when on Colab, seeds, then print the environment check."""
+    """Prepare a notebook: Colab's widget manager when on Colab, seeds, then print the environment check.
+
+    Chapter 1, *Pretraining objectives*.
+    """
     if in_colab():  # pragma: no cover - only on Colab
         from google.colab import output  # type: ignore[import-not-found]
 
@@ -190,7 +214,10 @@ def setup_notebook(seed: int = 0) -> EnvReport:
 
 
 def cache_dir() -> Path:
-    """The directory for cached files: ``$COURSE_LIB_CACHE``, else ``~/.cache/course_lib``."""
+    """The directory for cached files: ``$COURSE_LIB_CACHE``, else ``~/.cache/course_lib``.
+
+    Chapter 1, *Pretraining objectives*.
+    """
     override = os.environ.get("COURSE_LIB_CACHE")
     if override:
         return Path(override)
@@ -203,6 +230,8 @@ def progress_bar(iterable: Any, total: int, desc: str, progress: bool) -> Any:
     Text, not a widget: a saved notebook then holds no widget state that GitHub's or Colab's
     preview would show as a frozen "0%" bar, and the bar is cleared when the loop ends. In a
     terminal the bar is drawn only on a real terminal (not in CI logs); in a notebook, always.
+
+    Chapter 1, *Pretraining objectives*.
     """
     from tqdm.std import tqdm
 

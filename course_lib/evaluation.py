@@ -45,7 +45,10 @@ DEFAULT_STRIDE = 64
 
 @dataclass(frozen=True)
 class Perplexity:
-    """A perplexity measurement: exp(mean negative log-likelihood) over ``n_tokens`` predictions."""
+    """A perplexity measurement: exp(mean negative log-likelihood) over ``n_tokens`` predictions.
+
+    Chapter 1, *Pretraining objectives*.
+    """
 
     perplexity: float
     mean_nll: float
@@ -64,7 +67,10 @@ class Perplexity:
 
 
 def context_length(model: PreTrainedModel) -> int | None:
-    """The longest sequence the model takes (its position count), or None if it has no limit."""
+    """The longest sequence the model takes (its position count), or None if it has no limit.
+
+    Chapter 1, *Pretraining objectives*.
+    """
     cfg = model.config
     for name in ("n_positions", "max_position_embeddings", "n_ctx"):
         value = getattr(cfg, name, None)
@@ -109,6 +115,8 @@ def perplexity(
     the value equals exp of the mean of the model's own ``labels=`` loss over the windows, weighted
     by tokens scored. The result is exp(mean negative log-likelihood), summed in float64 from the
     model's float32 logits. The model is evaluated in eval mode on its own device.
+
+    Chapter 1, *Pretraining objectives*.
     """
     tokenizer = tokenizer if tokenizer is not None else data.course_tokenizer()
     if getattr(model.config, "is_encoder_decoder", False):
@@ -170,6 +178,8 @@ def objective_loss(trained: TrainedModel, split: str = "validation", n_batches: 
     The held-out split is cut into consecutive windows of the recipe's ``seq_len`` (no random
     offsets); masking and span choices are seeded with ``seed``. Losses of different objectives
     are not comparable with each other: each predicts different tokens from different inputs.
+
+    Chapter 1, *Pretraining objectives*.
     """
     data.check_split(split)
     stream = data.course_stream(trained.tokenizer, split)
@@ -195,6 +205,8 @@ def unigram_baseline(tokenizer: PreTrainedTokenizerBase | None = None, split: st
     A model that always predicts the token frequencies of the training split has a loss equal to
     their entropy, -Σ p ln p nats per token (special tokens left out): the plateau a language
     model sits on before it learns to use context. Returns (entropy, [(token, frequency), ...]).
+
+    Chapter 1, *Pretraining objectives*.
     """
     tokenizer = tokenizer if tokenizer is not None else data.course_tokenizer()
     data.check_split(split)
@@ -222,7 +234,10 @@ def _encode_with_specials(text: str, tokenizer: PreTrainedTokenizerBase, special
 @torch.no_grad()
 def fill_mask(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, text: str,
               top_k: int = 5) -> list[tuple[str, float]]:
-    """The ``top_k`` tokens a masked LM puts in the one ``<mask>`` of ``text``, with probabilities."""
+    """The ``top_k`` tokens a masked LM puts in the one ``<mask>`` of ``text``, with probabilities.
+
+    Chapter 1, *Pretraining objectives*.
+    """
     mask = tokenizer.mask_token
     if mask is None or text.count(mask) != 1:
         raise ValueError(f"The text must contain exactly one {mask or '<mask>'} token, e.g. "
@@ -243,6 +258,8 @@ def continue_text(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, pr
 
     The prompt is preceded by ``</s>``, as every story after the first is in training. Generation
     stops at ``</s>`` (the end of a story) or after ``max_new_tokens`` tokens.
+
+    Chapter 1, *Pretraining objectives*.
     """
     ids = [tokenizer.eos_token_id] + tokenizer(prompt, add_special_tokens=False)["input_ids"]
     device = next(model.parameters()).device
@@ -265,6 +282,8 @@ def fill_spans(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, text:
 
     The decoder writes each sentinel followed by the tokens it guesses (greedy), as in training;
     :func:`course_lib.objectives.reconstruct_from_spans` puts them back into the text.
+
+    Chapter 1, *Pretraining objectives*.
     """
     sentinels = data.sentinel_ids(tokenizer)
     names = [tokenizer.convert_ids_to_tokens(s) for s in sentinels]

@@ -69,11 +69,17 @@ TRAINING_FILE = "training.json"
 
 
 class CheckpointError(ValueError):
-    """A model checkpoint is missing or unreadable; the message says how to rebuild it."""
+    """A model checkpoint is missing or unreadable; the message says how to rebuild it.
+
+    Chapter 1, *Pretraining objectives*.
+    """
 
 
 class ModelUnavailableError(data.HubUnavailableError, ValueError):
-    """A hub model was asked for while the hub cannot be reached; the message names the offline model."""
+    """A hub model was asked for while the hub cannot be reached; the message names the offline model.
+
+    Chapter 1, *Pretraining objectives*.
+    """
 
 
 # ---------------------------------------------------------------------------------------------
@@ -82,7 +88,10 @@ class ModelUnavailableError(data.HubUnavailableError, ValueError):
 
 @dataclass(frozen=True)
 class Architecture:
-    """One transformer family of chapter 1: its transformers class, objective and uses."""
+    """One transformer family of chapter 1: its transformers class, objective and uses.
+
+    Chapter 1, *Pretraining objectives*.
+    """
 
     kind: str
     family: str
@@ -119,7 +128,10 @@ ARCHITECTURES: dict[str, Architecture] = {
 
 
 def architecture_table() -> Table:
-    """The three architectures side by side: objective, attention and typical tasks (chapter 1)."""
+    """The three architectures side by side: objective, attention and typical tasks (chapter 1).
+
+    Chapter 1, *Pretraining objectives*.
+    """
     rows = [[a.family, a.model_class, a.objective, a.attention, a.typical_tasks, a.examples]
             for a in ARCHITECTURES.values()]
     return Table(["architecture", "transformers class", "pretraining objective", "attention",
@@ -127,7 +139,10 @@ def architecture_table() -> Table:
 
 
 def check_kind(kind: str) -> str:
-    """The canonical kind (bert, gpt2, t5) for ``kind`` or an alias such as "decoder-only"."""
+    """The canonical kind (bert, gpt2, t5) for ``kind`` or an alias such as "decoder-only".
+
+    Chapter 1, *Pretraining objectives*.
+    """
     key = str(kind).strip().lower()
     aliases = {"encoder": "bert", "encoder-only": "bert", "decoder": "gpt2",
                "decoder-only": "gpt2", "encoder-decoder": "t5", "seq2seq": "t5"}
@@ -166,6 +181,8 @@ def tiny_config(
     measures); ``attention="eager"`` materialises every attention matrix (what chapter 2's
     activation formula counts). The special-token ids come from the tokenizer (default: the course
     tokenizer).
+
+    Chapter 1, *Pretraining objectives*.
     """
     kind = check_kind(kind)
     for name, value in (("hidden", hidden), ("layers", layers), ("heads", heads),
@@ -219,7 +236,10 @@ def tiny_config(
 
 
 def kind_of_config(config: PretrainedConfig) -> str:
-    """The course kind (bert, gpt2, t5) of a transformers config."""
+    """The course kind (bert, gpt2, t5) of a transformers config.
+
+    Chapter 1, *Pretraining objectives*.
+    """
     kinds = {"bert": "bert", "gpt2": "gpt2", "t5": "t5"}
     if config.model_type not in kinds:
         raise ValueError(f"Config of model type {config.model_type!r} is not one of the course's "
@@ -228,21 +248,30 @@ def kind_of_config(config: PretrainedConfig) -> str:
 
 
 def model_class(kind: str) -> Any:
-    """The transformers class that implements ``kind``."""
+    """The transformers class that implements ``kind``.
+
+    Chapter 1, *Pretraining objectives*.
+    """
     import transformers
 
     return getattr(transformers, ARCHITECTURES[check_kind(kind)].model_class)
 
 
 def name_loss(model: PreTrainedModel) -> PreTrainedModel:
-    """Name the loss of models whose class name transformers cannot map (GPT-2), to skip a warning."""
+    """Name the loss of models whose class name transformers cannot map (GPT-2), to skip a warning.
+
+    Chapter 1, *Pretraining objectives*.
+    """
     if getattr(model, "loss_type", None) is None and hasattr(model, "loss_type"):
         model.loss_type = "ForCausalLM"
     return model
 
 
 def build_model(config: PretrainedConfig, seed: int = 0) -> PreTrainedModel:
-    """A freshly initialised model for ``config``, seeded so that the same seed gives the same weights."""
+    """A freshly initialised model for ``config``, seeded so that the same seed gives the same weights.
+
+    Chapter 1, *Pretraining objectives*.
+    """
     kind = kind_of_config(config)
     torch.manual_seed(seed)
     return name_loss(model_class(kind)(config))
@@ -250,7 +279,10 @@ def build_model(config: PretrainedConfig, seed: int = 0) -> PreTrainedModel:
 
 def count_parameters(model: torch.nn.Module, *, embeddings: bool = True) -> int:
     """Number of distinct parameters (tied weights counted once); ``embeddings=False`` leaves out
-    the token and position embeddings, the "non-embedding" count of Kaplan et al. (2020)."""
+    the token and position embeddings, the "non-embedding" count of Kaplan et al. (2020).
+
+    Chapter 5, *Quantization*.
+    """
     seen: set[int] = set()
     total = 0
     skip: set[int] = set()
@@ -272,7 +304,10 @@ def count_parameters(model: torch.nn.Module, *, embeddings: bool = True) -> int:
 
 @contextlib.contextmanager
 def quiet_transformers() -> Iterator[None]:
-    """Silence transformers' progress bars and info messages while saving or loading."""
+    """Silence transformers' progress bars and info messages while saving or loading.
+
+    Chapter 1, *Pretraining objectives*.
+    """
     from transformers.utils import logging as hf_logging
 
     bars, level = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
@@ -287,7 +322,10 @@ def quiet_transformers() -> Iterator[None]:
 
 
 def sha256_file(path: Path) -> str:
-    """The SHA-256 of a file, read in blocks."""
+    """The SHA-256 of a file, read in blocks.
+
+    Chapter 1, *Pretraining objectives*.
+    """
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -308,6 +346,8 @@ def save_model(
     Written to a temporary sibling directory first and then renamed, so a crash never leaves a
     half-written checkpoint under ``directory``. ``training.json`` records ``info`` plus the
     SHA-256 of the weights, which :func:`course_model` checks before trusting a cached copy.
+
+    Chapter 1, *Pretraining objectives*.
     """
     target = Path(directory)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -335,7 +375,10 @@ def save_model(
 
 
 def read_training(directory: Path) -> dict[str, Any]:
-    """The ``training.json`` record saved next to a checkpoint."""
+    """The ``training.json`` record saved next to a checkpoint.
+
+    Chapter 1, *Pretraining objectives*.
+    """
     path = directory / TRAINING_FILE
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -352,7 +395,10 @@ def _is_hub_id(name: str) -> bool:
 
 
 def rebuild_hint(directory: Path) -> str:
-    """How to rebuild the checkpoint at ``directory``: the command and the Python call."""
+    """How to rebuild the checkpoint at ``directory``: the command and the Python call.
+
+    Chapter 1, *Pretraining objectives*.
+    """
     from course_lib.course_model import REBUILD_COMMAND, course_model_dir
 
     default = directory.resolve() == course_model_dir().resolve()
@@ -363,7 +409,10 @@ def rebuild_hint(directory: Path) -> str:
 
 
 def check_checkpoint(directory: Path) -> None:
-    """Raise :class:`CheckpointError` with the fix unless ``directory`` holds config and weights."""
+    """Raise :class:`CheckpointError` with the fix unless ``directory`` holds config and weights.
+
+    Chapter 1, *Pretraining objectives*.
+    """
     if not directory.is_dir():
         raise CheckpointError(
             f"No model checkpoint at {str(directory)!r}. Build the course model there with "
@@ -384,6 +433,8 @@ def load_model(name_or_path: str | os.PathLike[str]) -> PreTrainedModel:
     downloaded only when ``course_lib.env.is_online()``. Offline, a hub id raises
     :class:`ModelUnavailableError` naming the offline alternative, the course model. A missing or
     damaged checkpoint raises :class:`CheckpointError` with the rebuild command.
+
+    Chapter 1, *Pretraining objectives*.
     """
     from transformers import AutoModelForCausalLM
 
@@ -413,7 +464,10 @@ def load_model(name_or_path: str | os.PathLike[str]) -> PreTrainedModel:
 
 
 def load_tokenizer(name_or_path: str | os.PathLike[str]) -> PreTrainedTokenizerBase:
-    """Load the tokenizer saved next to a model (local directory, or hub id when online)."""
+    """Load the tokenizer saved next to a model (local directory, or hub id when online).
+
+    Chapter 1, *Pretraining objectives*.
+    """
     from transformers import AutoTokenizer
 
     text = os.fspath(name_or_path)

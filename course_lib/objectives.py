@@ -181,6 +181,8 @@ def mask_tokens(
     uniformly from the non-special vocabulary with probability ``random_replace_prob``, and stays
     unchanged otherwise. Special tokens (padding included) are never selected. Returns the new
     inputs and the labels (the original id at selected positions, -100 elsewhere).
+
+    Chapter 1, *Pretraining objectives*.
     """
     _check_probability("mlm_probability", mlm_probability)
     _check_probability("mask_replace_prob", mask_replace_prob, open_interval=False)
@@ -244,6 +246,8 @@ def masked_lm_batch(
     Texts are tokenized with the tokenizer's special tokens (``<s> ... </s>``), truncated to
     ``max_length`` if given and right-padded; then :func:`mask_tokens` picks ~15% of the ordinary
     tokens to predict.
+
+    Chapter 1, *Pretraining objectives*.
     """
     seqs = _sequences(examples, tokenizer, add_special_tokens=True, max_length=max_length)
     ids, attention = _pad(seqs, _pad_id(tokenizer))
@@ -267,6 +271,8 @@ def causal_lm_batch(
 
     No shift happens here: transformers' ``*ForCausalLM`` models compare the logits at position
     *t* with the label at *t+1* inside ``forward``. Nothing is random.
+
+    Chapter 1, *Pretraining objectives*.
     """
     seqs = _sequences(examples, tokenizer, add_special_tokens=True, max_length=max_length)
     ids, attention = _pad(seqs, _pad_id(tokenizer))
@@ -287,6 +293,8 @@ def span_counts(
     ``spans = max(1, round(noise / mean_noise_span_length))`` (Python's ``round`` rounds halves to
     even, like TensorFlow's). The spans are also capped at ``length - noise`` so that every span
     can be separated by at least one kept token (T5 never reaches that cap at density 0.15).
+
+    Chapter 1, *Pretraining objectives*.
     """
     _check_length(length)
     _check_probability("noise_density", noise_density)
@@ -335,6 +343,8 @@ def random_spans_noise_mask(
     the noise tokens and the kept tokens are each cut into that many non-empty random segments,
     which are interleaved kept, noise, kept, noise, ... so the sequence always starts with kept
     tokens and every noise span is followed by kept tokens or the end.
+
+    Chapter 1, *Pretraining objectives*.
     """
     noise, spans = span_counts(length, noise_density, mean_noise_span_length)
     g = _generator(generator)
@@ -358,6 +368,8 @@ def corrupt_spans(
     The k-th noise span becomes ``sentinels[k]`` in the input; the target is ``sentinels[0]``,
     the hidden tokens of span 0, ``sentinels[1]``, the tokens of span 1, ... Both end with
     ``eos_id`` (pass None to leave it out).
+
+    Chapter 1, *Pretraining objectives*.
     """
     if isinstance(noise_mask, torch.Tensor):
         noise_mask = noise_mask.tolist()
@@ -397,6 +409,8 @@ def reconstruct_from_spans(
     Each sentinel in the input is replaced by the tokens that follow the same sentinel in the
     target, up to the next sentinel or ``eos_id``. Padding (-100 or anything after ``eos_id``)
     is ignored. This is the exact inverse of :func:`corrupt_spans`.
+
+    Chapter 1, *Pretraining objectives*.
     """
     sentinel_set = {int(s) for s in sentinels}
 
@@ -446,6 +460,8 @@ def span_corruption_batch(
     with the pad id, labels (the targets) with -100; both end with ``</s>``. The returned
     ``labels`` can be given straight to ``T5ForConditionalGeneration``, which builds the decoder
     inputs from them.
+
+    Chapter 1, *Pretraining objectives*.
     """
     _check_probability("noise_density", noise_density)
     sentinels = sentinel_ids(tokenizer)
@@ -476,7 +492,10 @@ def span_corruption_batch(
 
 @dataclass(frozen=True)
 class TokenDisplay:
-    """A token-by-token view of one example: ``html`` for notebooks, ``text`` for terminals."""
+    """A token-by-token view of one example: ``html`` for notebooks, ``text`` for terminals.
+
+    Chapter 1, *Pretraining objectives*.
+    """
 
     html: str
     text: str
@@ -548,6 +567,8 @@ def show_masked_lm(
     Colours: amber = replaced by ``<mask>``, red = replaced by a random token, green = selected
     but unchanged; hover a coloured token for the label it must predict. The text form writes
     ``[<mask>→cup]``, ``[dog→cup]`` (random) and ``[=cup]`` (kept).
+
+    Chapter 1, *Pretraining objectives*.
     """
     ids = _row(batch["input_ids"], row)
     labels = _row(batch["labels"], row)
@@ -590,6 +611,8 @@ def show_causal_lm(
 
     The labels equal the inputs; the model shifts them, so the target under position *t* is the
     label at *t+1*. Padding (label -100) is greyed out and never predicted.
+
+    Chapter 1, *Pretraining objectives*.
     """
     ids = _row(batch["input_ids"], row)[:max_tokens]
     labels = _row(batch["labels"], row)[: max_tokens + 1]
@@ -626,6 +649,8 @@ def show_span_corruption(
 
     Each sentinel and the tokens it hides share one colour, in the input and in the target. The
     text form prints the input and target on two lines, plus the rebuilt original.
+
+    Chapter 1, *Pretraining objectives*.
     """
     sentinels = sentinel_ids(tokenizer)
     number = {s: k for k, s in enumerate(sentinels)}
@@ -669,7 +694,10 @@ def show_span_corruption(
 
 def objective_batch(kind: str, windows: list[list[int]], tokenizer: PreTrainedTokenizerBase,
                     g: torch.Generator) -> dict[str, torch.Tensor]:
-    """The batch of ``kind``'s objective (bert, gpt2 or t5) built from token windows."""
+    """The batch of ``kind``'s objective (bert, gpt2 or t5) built from token windows.
+
+    Chapter 1, *Pretraining objectives*.
+    """
     if kind == "bert":
         return masked_lm_batch(windows, tokenizer, generator=g)
     if kind == "gpt2":

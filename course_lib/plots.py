@@ -1,12 +1,15 @@
-"""Shared matplotlib styling and the course's recurring plots."""
+"""Shared matplotlib styling and the course's recurring plots, used from chapter 1 on."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import matplotlib.pyplot as plt
 
 from course_lib import memory
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 #: One colour per memory component, the same in every plot of the course.
 COMPONENT_COLOURS = {
@@ -20,7 +23,10 @@ COMPONENT_COLOURS = {
 
 
 def use_course_style() -> None:
-    """Readable defaults: larger fonts, light grid, no top/right spines, fixed figure size."""
+    """Readable defaults: larger fonts, light grid, no top/right spines, fixed figure size.
+
+    Chapter 5, *Quantization*.
+    """
     plt.rcParams.update(
         {
             "figure.figsize": (9, 4.5),
@@ -35,8 +41,13 @@ def use_course_style() -> None:
     )
 
 
-def memory_bars(breakdowns: Sequence[memory.Breakdown], labels: Sequence[str], rule_of_thumb: bool = True):
-    """Two panels: bytes per parameter stacked by component, and total GB per GPU on a log axis against GPU sizes."""
+def memory_bars(
+    breakdowns: Sequence[memory.Breakdown], labels: Sequence[str], rule_of_thumb: bool = True
+) -> Figure:
+    """Two panels: bytes per parameter stacked by component, and total GB per GPU on a log axis against GPU sizes.
+
+    Chapter 2, *The memory wall*.
+    """
     use_course_style()
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 5.4))
     x = range(len(breakdowns))

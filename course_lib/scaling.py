@@ -36,7 +36,10 @@ __all__ = [
 
 @dataclass(frozen=True)
 class ScalingPoint:
-    """One model of a scaling study: its size, the compute it used and its held-out loss."""
+    """One model of a scaling study: its size, the compute it used and its held-out loss.
+
+    Chapter 1, *Pretraining objectives*.
+    """
 
     hidden: int
     layers: int
@@ -70,7 +73,10 @@ def scaling_models(
     heads: int = 2,
     progress: bool = True,
 ) -> list[TrainedModel]:
-    """One GPT-2 per (hidden, layers), all trained with the same recipe (cached like :func:`train_model`)."""
+    """One GPT-2 per (hidden, layers), all trained with the same recipe (cached like :func:`train_model`).
+
+    Chapter 1, *Pretraining objectives*.
+    """
     recipe = recipe if recipe is not None else SCALING_RECIPE
     tokenizer = tokenizer if tokenizer is not None else data.course_tokenizer()
     return [train_model("gpt2", tiny_config("gpt2", tokenizer, hidden=hidden, layers=layers, heads=heads,
@@ -79,7 +85,10 @@ def scaling_models(
 
 
 def validation_loss(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, window: int) -> float:
-    """Mean token loss on the validation split, non-overlapping windows of ``window`` tokens."""
+    """Mean token loss on the validation split, non-overlapping windows of ``window`` tokens.
+
+    Chapter 1, *Pretraining objectives*.
+    """
     return perplexity(model, tokenizer, split="validation", window=window, stride=window).mean_nll
 
 
@@ -96,6 +105,8 @@ def scaling_study(
     Every model uses the same recipe (same batches, same learning-rate schedule, same tokens);
     the held-out loss is the mean token loss on the course's validation split with
     non-overlapping windows of the recipe's length. Results are cached like :func:`train_model`.
+
+    Chapter 1, *Pretraining objectives*.
     """
     recipe = recipe if recipe is not None else SCALING_RECIPE
     tokenizer = tokenizer if tokenizer is not None else data.course_tokenizer()
@@ -111,6 +122,8 @@ def fit_power_law(x: Sequence[float], y: Sequence[float]) -> tuple[float, float,
     """Fit y = a · x^(-alpha) by least squares on log-log axes; return (a, alpha, R²).
 
     Raises ValueError with fewer than 3 points or non-positive values: two points always fit.
+
+    Chapter 1, *Pretraining objectives*.
     """
     if len(x) != len(y):
         raise ValueError(f"x and y need the same length, got {len(x)} and {len(y)}.")
@@ -131,7 +144,10 @@ def fit_power_law(x: Sequence[float], y: Sequence[float]) -> tuple[float, float,
 
 
 def plot_scaling(points: Sequence[ScalingPoint], fit: bool = True) -> Any:
-    """Two log-log panels: held-out loss against non-embedding parameters and against C = 6·N·D."""
+    """Two log-log panels: held-out loss against non-embedding parameters and against C = 6·N·D.
+
+    Chapter 1, *Pretraining objectives*.
+    """
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FormatStrFormatter, NullFormatter
 

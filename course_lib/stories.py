@@ -1241,6 +1241,8 @@ def generate_stories(n: int = N_STORIES, seed: int = DEFAULT_SEED) -> list[str]:
 
     Only ``random.Random(seed).random()`` is used (Python guarantees its sequence across
     versions), and duplicate stories are skipped, so the splits made from the list are disjoint.
+
+    Chapter 1, *Pretraining objectives*.
     """
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}.")
@@ -1257,7 +1259,10 @@ def generate_stories(n: int = N_STORIES, seed: int = DEFAULT_SEED) -> list[str]:
 
 
 def corpus_sha256(seed: int = DEFAULT_SEED, n: int = N_STORIES) -> str:
-    """The SHA-256 of the generated corpus (stories joined by blank lines), to pin its bytes."""
+    """The SHA-256 of the generated corpus (stories joined by blank lines), to pin its bytes.
+
+    Chapter 1, *Pretraining objectives*.
+    """
     text = "\n\n".join(generate_stories(n, seed))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -1268,6 +1273,8 @@ def generator_vocabulary() -> frozenset[str]:
     The words are collected from this module's source (the ``_W_*`` tables and the ``_plot_*``
     and ``_say`` functions, docstrings excluded), not from generated text, so a test can use it
     to check that the corpus is made of real words from the generator's lists.
+
+    Chapter 1, *Pretraining objectives*.
     """
     tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
     strings: list[str] = []

@@ -1,4 +1,7 @@
-"""Small tables that read well as plain text (terminals, nbval) and as HTML (notebooks, the book)."""
+"""Small tables that read well as plain text (terminals, nbval) and as HTML (notebooks, the book).
+
+Every chapter shows its results with them, from chapter 1 on.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,10 @@ from typing import Sequence
 
 
 class Table:
-    """Rows of strings under headers; prints as aligned text and renders as an HTML table."""
+    """Rows of strings under headers; prints as aligned text and renders as an HTML table.
+
+    Chapter 1, *Pretraining objectives*.
+    """
 
     def __init__(self, headers: Sequence[str], rows: Sequence[Sequence[object]], title: str | None = None) -> None:
         self.headers = [str(h) for h in headers]

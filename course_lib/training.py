@@ -47,6 +47,8 @@ class Recipe:
     The learning rate rises linearly for ``warmup_steps`` and then follows a cosine down to
     ``min_lr_ratio * lr``; gradients are clipped to norm ``clip``. ``device`` is where training
     runs (CPU by default, so that results are the same on every machine; pass "cuda" to use a GPU).
+
+    Chapter 1, *Pretraining objectives*.
     """
 
     steps: int = 160
@@ -100,6 +102,8 @@ def training_batches(
     the token stream (the course's training split unless ``texts`` is given), turned into masked-LM,
     causal-LM or span-corruption examples by :mod:`course_lib.objectives`. The offsets and the
     objective's own randomness come from one ``torch.Generator`` seeded with ``recipe.seed``.
+
+    Chapter 1, *Pretraining objectives*.
     """
     kind = models.check_kind(kind)
     stream = data.token_stream(texts, tokenizer) if texts is not None else data.course_stream(tokenizer, "train")
@@ -128,6 +132,8 @@ def train(
     One step: forward the batch (the model computes its own loss from ``labels``), backward, clip
     the gradient norm, AdamW step with the recipe's learning rate for that step. The model is left
     in eval mode. ``torch.set_num_threads`` is left as the machine set it.
+
+    Chapter 1, *Pretraining objectives*.
     """
     kind = models.check_kind(kind)
     device = torch.device(recipe.device)
@@ -163,7 +169,10 @@ def train(
 
 @dataclass
 class TrainedModel:
-    """A trained model with its tokenizer, recipe, loss history and where it came from."""
+    """A trained model with its tokenizer, recipe, loss history and where it came from.
+
+    Chapter 1, *Pretraining objectives*.
+    """
 
     kind: str
     model: PreTrainedModel
@@ -196,7 +205,10 @@ def _config_blob(config: PretrainedConfig) -> dict[str, Any]:
 
 def cache_key(kind: str, config: PretrainedConfig, recipe: Recipe,
               tokenizer: PreTrainedTokenizerBase, texts: Sequence[str] | None = None) -> str:
-    """The hash that names a cached model: kind, config, recipe, tokenizer and corpus version."""
+    """The hash that names a cached model: kind, config, recipe, tokenizer and corpus version.
+
+    Chapter 1, *Pretraining objectives*.
+    """
     blob = {
         "kind": models.check_kind(kind),
         "config": _config_blob(config),
@@ -239,6 +251,8 @@ def train_model(
     course tokenizer, ``texts`` to the course's training split. With ``cache=True`` the result is
     stored under ``cache_dir()/models/<kind>-<cache_key>`` and later calls with the same config,
     recipe, tokenizer and corpus load it: same loss history, same weights, no training.
+
+    Chapter 1, *Pretraining objectives*.
     """
     kind = models.check_kind(kind)
     tokenizer = tokenizer if tokenizer is not None else data.course_tokenizer()
@@ -277,6 +291,8 @@ def plot_loss_curves(results: Sequence[TrainedModel], smooth: int = 10,
     """Training loss per step of each model (thin) and its running mean over ``smooth`` steps (thick).
 
     ``baseline`` draws a horizontal line, e.g. the context-free loss of :func:`unigram_baseline`.
+
+    Chapter 1, *Pretraining objectives*.
     """
     import matplotlib.pyplot as plt
 

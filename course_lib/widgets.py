@@ -1,4 +1,7 @@
-"""Interactive widgets of the course (ipywidgets): the "will it fit?" memory calculator."""
+"""Interactive widgets of the course (ipywidgets): the "will it fit?" memory calculator.
+
+Chapter 2 (*The memory wall*) uses it.
+"""
 
 from __future__ import annotations
 
@@ -39,7 +42,10 @@ def _breakdown_html(b: memory.Breakdown, title: str) -> str:
 
 
 class MemoryCalculator(widgets.VBox):
-    """A "will it fit?" calculator: model, precision, optimizer, batch, sequence, GPUs, ZeRO stage -> breakdown and verdicts."""
+    """A "will it fit?" calculator: model, precision, optimizer, batch, sequence, GPUs, ZeRO stage -> breakdown and verdicts.
+
+    Chapter 2, *The memory wall*.
+    """
 
     def __init__(self, params: str = "1B", precision: str = "fp32", optimizer: str = "adam") -> None:
         style = {"description_width": "150px"}
@@ -125,5 +131,8 @@ class MemoryCalculator(widgets.VBox):
 
 
 def memory_calculator(**kwargs) -> MemoryCalculator:
-    """The "will it fit?" calculator, ready to display in a notebook."""
+    """The "will it fit?" calculator, ready to display in a notebook.
+
+    Chapter 2, *The memory wall*.
+    """
     return MemoryCalculator(**kwargs)
