@@ -10,7 +10,6 @@ from typing import Any, Sequence
 
 import torch
 from torch import nn
-from transformers import PreTrainedTokenizerBase
 
 from course_lib import memory, ptq, quant
 from course_lib.quant import QuantConfig
@@ -18,7 +17,10 @@ from course_lib.quant_layers import describe, weight_matrix
 from course_lib.tables import Table
 
 def ptq_table(results: Sequence[ptq.PTQResult], title: str | None = None) -> Table:
-    """The PTQ results as a table, each row compared with the first (FP32)."""
+    """The PTQ results as a table, each row compared with the first (FP32).
+
+    Chapter 5, *Quantization*.
+    """
     base = results[0]
     rows = [[r.method, f"{r.bits:.3f}", f"{r.model_bytes / 1e3:,.1f}", f"{r.model_bytes / base.model_bytes:.1%}",
              f"{r.file_bytes / 1e3:,.1f}", f"{r.perplexity:.4f}",
@@ -41,7 +43,10 @@ def _merged_labels(points: Sequence[tuple[float, float, str]], tol: float = 1e-3
 
 
 def plot_size_vs_perplexity(results: Sequence[ptq.PTQResult]) -> Any:
-    """Model bytes against perplexity, one labelled point per method; the 4-bit cluster enlarged on the right."""
+    """Model bytes against perplexity, one labelled point per method; the 4-bit cluster enlarged on the right.
+
+    Chapter 5, *Quantization*.
+    """
     import matplotlib.pyplot as plt
 
     fig, (ax, zoom) = plt.subplots(1, 2, figsize=(11, 4.3), gridspec_kw={"width_ratios": [1.3, 1]})
@@ -74,7 +79,10 @@ def plot_size_vs_perplexity(results: Sequence[ptq.PTQResult]) -> Any:
 
 def plot_weight_histograms(model: nn.Module, layer: str, configs: Sequence[str | QuantConfig],
                            bins: int = 120) -> Any:
-    """Histograms of one layer's weights before and after quantization with each configuration."""
+    """Histograms of one layer's weights before and after quantization with each configuration.
+
+    Chapter 5, *Quantization*.
+    """
     import matplotlib.pyplot as plt
 
     w = weight_matrix(model.get_submodule(layer)).detach().float().contiguous()
@@ -94,7 +102,10 @@ def plot_weight_histograms(model: nn.Module, layer: str, configs: Sequence[str |
 
 
 def size_table(rows_by_config: dict[str, list[ptq.SizeRow]]) -> Table:
-    """The :func:`quantization_by_size` results as one table: a row per model, a column per configuration."""
+    """The :func:`quantization_by_size` results as one table: a row per model, a column per configuration.
+
+    Chapter 5, *Quantization*.
+    """
     labels = list(rows_by_config)
     first = rows_by_config[labels[0]]
     table_rows = []
@@ -105,7 +116,10 @@ def size_table(rows_by_config: dict[str, list[ptq.SizeRow]]) -> Table:
 
 
 def billion_table(n_params: float = 1e9, methods: Sequence[str] = ptq.PTQ_METHODS) -> Table:
-    """Weights of a ``n_params`` GPT-like model (shape from :func:`course_lib.memory.shape_for_params`) per method."""
+    """Weights of a ``n_params`` GPT-like model (shape from :func:`course_lib.memory.shape_for_params`) per method.
+
+    Chapter 5, *Quantization*.
+    """
     shape = memory.shape_for_params(n_params)
     rows = []
     for method in methods:
@@ -119,7 +133,10 @@ def billion_table(n_params: float = 1e9, methods: Sequence[str] = ptq.PTQ_METHOD
 
 
 def compare_configs(x: torch.Tensor, configs: Sequence[str | QuantConfig], title: str | None = None) -> Table:
-    """Bits per value, distinct levels used and the error of each configuration on one tensor."""
+    """Bits per value, distinct levels used and the error of each configuration on one tensor.
+
+    Chapter 5, *Quantization*.
+    """
     rows = []
     for config in configs:
         q = quant.quantize(x, config)
@@ -130,7 +147,10 @@ def compare_configs(x: torch.Tensor, configs: Sequence[str | QuantConfig], title
 
 
 def plot_error_vs_bits(x: torch.Tensor, families: dict[str, Sequence[str | QuantConfig]]) -> Any:
-    """Error (RMSE) against stored bits per value, one line per family of configurations."""
+    """Error (RMSE) against stored bits per value, one line per family of configurations.
+
+    Chapter 5, *Quantization*.
+    """
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
@@ -150,7 +170,10 @@ def plot_error_vs_bits(x: torch.Tensor, families: dict[str, Sequence[str | Quant
 
 
 def plot_number_line(x: torch.Tensor, config: str | QuantConfig) -> Any:
-    """Values of a 1-D tensor, the grid one scale gives them, and where each value lands."""
+    """Values of a 1-D tensor, the grid one scale gives them, and where each value lands.
+
+    Chapter 5, *Quantization*.
+    """
     import matplotlib.pyplot as plt
 
     config = quant.get_config(config)
@@ -180,7 +203,10 @@ def plot_number_line(x: torch.Tensor, config: str | QuantConfig) -> Any:
 
 
 def nf4_derivation() -> Table:
-    """NF4's 16 levels: the probability each comes from, the normal quantile, the level, the paper's value."""
+    """NF4's 16 levels: the probability each comes from, the normal quantile, the level, the paper's value.
+
+    Chapter 5, *Quantization*.
+    """
     levels = quant.nf4_codebook()
     probs, z = quant.nf4_quantiles()
     z_max = float(z.max())
@@ -193,7 +219,10 @@ def nf4_derivation() -> Table:
 
 
 def plot_nf4_levels(w: torch.Tensor, block: int = quant.NF4_BLOCK) -> Any:
-    """Weights divided by their block's absmax, with NF4's levels and a uniform INT4 grid over them."""
+    """Weights divided by their block's absmax, with NF4's levels and a uniform INT4 grid over them.
+
+    Chapter 5, *Quantization*.
+    """
     import matplotlib.pyplot as plt
 
     flat = w.detach().float().reshape(-1, block)
@@ -214,18 +243,9 @@ def plot_nf4_levels(w: torch.Tensor, block: int = quant.NF4_BLOCK) -> Any:
 
 
 def perplexity_table(rows: Sequence[tuple[str, float]], baseline: float, title: str | None = None) -> Table:
-    """Labelled perplexities, each compared with ``baseline``."""
+    """Labelled perplexities, each compared with ``baseline``.
+
+    Chapter 5, *Quantization*.
+    """
     return Table(["model", "perplexity", "change"],
                  [[label, f"{p:.4f}", f"{p / baseline - 1:+.2%}"] for label, p in rows], title=title)
-
-
-def style_table(models_by_name: dict[str, nn.Module], styled: Sequence[str], tokenizer: PreTrainedTokenizerBase | None = None,
-                title: str | None = None) -> Table:
-    """Perplexity of each model on ``styled`` test texts and on the original test split (windows of 128, no overlap)."""
-    tokenizer = ptq._tokenizer(tokenizer)
-    rows = []
-    for name, m in models_by_name.items():
-        new = ptq.test_perplexity(m, tokenizer, texts=styled)
-        old = ptq.test_perplexity(m, tokenizer)
-        rows.append([name, f"{new:.2f}", f"{old:.3f}"])
-    return Table(["model", "lower-case test", "original test"], rows, title=title)

@@ -1,4 +1,7 @@
-"""Exercises with checking functions: each compares a learner's answer with one the library computes."""
+"""Exercises with checking functions: each compares a learner's answer with one the library computes.
+
+Every chapter ends with them (``chapter01`` ... ``chapter05``).
+"""
 
 from __future__ import annotations
 
@@ -12,7 +15,10 @@ from course_lib import formats, memory, quant
 
 @dataclass
 class Exercise:
-    """A question whose answer is a number, checked within a relative tolerance, with a hint."""
+    """A question whose answer is a number, checked within a relative tolerance, with a hint.
+
+    Chapter 1, *Pretraining objectives*.
+    """
 
     question: str
     solution: Callable[[], float]

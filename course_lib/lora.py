@@ -1,5 +1,7 @@
 """Low-rank adapters (LoRA) and QLoRA: train a few small matrices next to a frozen (4-bit) model.
 
+Chapter 5 ("Quantization") fine-tunes the course model with them.
+
 LoRA (Hu et al. 2021, arXiv 2106.09685) keeps a layer's weight ``W`` frozen and learns
 ``W + (alpha / r) * B A`` with ``A`` (r x in) and ``B`` (out x r), ``B`` starting at zero so the
 model starts exactly where it was. QLoRA (Dettmers et al. 2023, arXiv 2305.14314) does the same
@@ -45,7 +47,10 @@ def _placement(base: nn.Module) -> tuple[torch.device | None, torch.dtype]:
 
 
 class LoRALinear(nn.Module):
-    """A frozen linear layer plus a trainable low-rank update: ``base(x) + (alpha / r) * x A^T B^T``."""
+    """A frozen linear layer plus a trainable low-rank update: ``base(x) + (alpha / r) * x A^T B^T``.
+
+    Chapter 5, *Quantization*.
+    """
 
     def __init__(self, base: nn.Module, rank: int = 8, alpha: float = 16.0) -> None:
         super().__init__()
@@ -73,6 +78,8 @@ def add_lora(model: nn.Module, rank: int = 8, alpha: float = 16.0, targets: str 
 
     A layer is a target when the last part of its name is in ``targets``. The adapters'
     initialisation is seeded. Raises ValueError when no layer matches.
+
+    Chapter 5, *Quantization*.
     """
     targets = (targets,) if isinstance(targets, str) else tuple(targets)
     model = copy.deepcopy(model)
@@ -96,14 +103,20 @@ def add_lora(model: nn.Module, rank: int = 8, alpha: float = 16.0, targets: str 
 
 
 def count_trainable(model: nn.Module) -> tuple[int, int]:
-    """(trainable parameters, all parameters), each distinct tensor counted once."""
+    """(trainable parameters, all parameters), each distinct tensor counted once.
+
+    Chapter 5, *Quantization*.
+    """
     params = {id(p): p for p in model.parameters()}.values()
     return sum(p.numel() for p in params if p.requires_grad), sum(p.numel() for p in params)
 
 
 @dataclass(frozen=True)
 class FinetuneMemory:
-    """Bytes measured after one AdamW step: the model's stored tensors, gradients and optimizer states."""
+    """Bytes measured after one AdamW step: the model's stored tensors, gradients and optimizer states.
+
+    Chapter 5, *Quantization*.
+    """
 
     label: str
     trainable: int
@@ -123,6 +136,8 @@ def measure_finetune_memory(model: nn.Module, batch: dict[str, torch.Tensor], la
     Weights: the model's stored tensors (packed codes count as they are stored); gradients: the
     ``.grad`` of trainable parameters; optimizer: AdamW's state tensors (step, two moments).
     Activations are left out: they depend on the batch, not on the method.
+
+    Chapter 5, *Quantization*.
     """
     model = copy.deepcopy(model).train()
     trainable = [p for p in model.parameters() if p.requires_grad]
@@ -138,7 +153,10 @@ def measure_finetune_memory(model: nn.Module, batch: dict[str, torch.Tensor], la
 
 
 def memory_table(rows: Iterable[FinetuneMemory], n_model: int) -> Table:
-    """Measured fine-tuning memory per method, trainable parameters as a share of the ``n_model``-parameter model."""
+    """Measured fine-tuning memory per method, trainable parameters as a share of the ``n_model``-parameter model.
+
+    Chapter 5, *Quantization*.
+    """
     return Table(["method", "trainable parameters", "weights (kB)", "gradients (kB)", "AdamW states (kB)", "total (kB)"],
                  [[r.label, f"{r.trainable:,} ({r.trainable / n_model:.1%})", f"{r.weights / 1e3:,.0f}",
                    f"{r.gradients / 1e3:,.0f}", f"{r.optimizer / 1e3:,.0f}", f"{r.total_bytes / 1e3:,.0f}"]

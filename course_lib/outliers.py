@@ -1,5 +1,7 @@
 """Outlier features in activations, and two ways around them: LLM.int8() and SmoothQuant.
 
+Chapter 5 ("Quantization") measures them on the course model.
+
 Large language models grow a few hidden features whose activations are 10-100 times larger than
 the rest (Dettmers et al. 2022, arXiv 2208.07339). One INT8 scale for the whole activation matrix
 is then set by those few values and rounds everything else to zero. This module simulates 8-bit
@@ -43,7 +45,10 @@ def _check_pair(x: torch.Tensor, w: torch.Tensor) -> None:
 
 def int8_matmul(x: torch.Tensor, w: torch.Tensor, act: str = "token", weight: str = "channel",
                 bits: int = 8) -> torch.Tensor:
-    """``X W^T`` with X and W rounded to ``bits``-bit absmax grids first (``act``: tensor|token, ``weight``: tensor|channel)."""
+    """``X W^T`` with X and W rounded to ``bits``-bit absmax grids first (``act``: tensor|token, ``weight``: tensor|channel).
+
+    Chapter 5, *Quantization*.
+    """
     _check_pair(x, w)
     if act not in ("tensor", "token") or weight not in ("tensor", "channel"):
         raise ValueError(f"act must be 'tensor' or 'token' and weight 'tensor' or 'channel', got {act!r}, {weight!r}")
@@ -51,7 +56,10 @@ def int8_matmul(x: torch.Tensor, w: torch.Tensor, act: str = "token", weight: st
 
 
 def outlier_features(x: torch.Tensor, threshold: float = 6.0) -> torch.Tensor:
-    """Indices of the feature columns of X with any ``|x| >= threshold`` (LLM.int8()'s criterion)."""
+    """Indices of the feature columns of X with any ``|x| >= threshold`` (LLM.int8()'s criterion).
+
+    Chapter 5, *Quantization*.
+    """
     return torch.nonzero((x.abs() >= threshold).any(0)).flatten()
 
 
@@ -59,6 +67,8 @@ def llm_int8_matmul(x: torch.Tensor, w: torch.Tensor, threshold: float = 6.0) ->
     """LLM.int8(): outlier features in 16-bit (bfloat16 here), the rest INT8 per token x per channel.
 
     Returns the product and the indices of the features that were kept in 16 bits.
+
+    Chapter 5, *Quantization*.
     """
     _check_pair(x, w)
     cols = outlier_features(x, threshold)
@@ -72,7 +82,10 @@ def llm_int8_matmul(x: torch.Tensor, w: torch.Tensor, threshold: float = 6.0) ->
 
 
 def smooth(x: torch.Tensor, w: torch.Tensor, alpha: float = 0.5) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """SmoothQuant's migration: (X / s, W * s, s) with ``s_j = max|X_j|^alpha / max|W_j|^(1 - alpha)``."""
+    """SmoothQuant's migration: (X / s, W * s, s) with ``s_j = max|X_j|^alpha / max|W_j|^(1 - alpha)``.
+
+    Chapter 5, *Quantization*.
+    """
     _check_pair(x, w)
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must be between 0 and 1 (0.5 in the paper), got {alpha!r}")
@@ -83,7 +96,10 @@ def smooth(x: torch.Tensor, w: torch.Tensor, alpha: float = 0.5) -> tuple[torch.
 
 
 def relative_error(y: torch.Tensor, reference: torch.Tensor) -> float:
-    """||y - reference|| / ||reference|| (Frobenius norms)."""
+    """||y - reference|| / ||reference|| (Frobenius norms).
+
+    Chapter 5, *Quantization*.
+    """
     return float((y - reference).norm() / reference.norm())
 
 
@@ -92,6 +108,8 @@ def with_outlier_feature(x: torch.Tensor, w: torch.Tensor, feature: int, factor:
 
     ``X W^T`` is unchanged (up to float rounding): this is how an outlier feature looks in a large
     model, where a layer norm's gain inflates one feature and the next layer's weights shrink it.
+
+    Chapter 5, *Quantization*.
     """
     _check_pair(x, w)
     x, w = x.clone(), w.clone()
@@ -102,7 +120,10 @@ def with_outlier_feature(x: torch.Tensor, w: torch.Tensor, feature: int, factor:
 
 @torch.no_grad()
 def layer_inputs(model: nn.Module, layer: str, ids: torch.Tensor) -> torch.Tensor:
-    """The input activations of the named sub-layer while the model reads ``ids``: (tokens, features)."""
+    """The input activations of the named sub-layer while the model reads ``ids``: (tokens, features).
+
+    Chapter 5, *Quantization*.
+    """
     module = model.get_submodule(layer)
     seen: list[torch.Tensor] = []
     handle = module.register_forward_hook(lambda m, args, out: seen.append(args[0].detach()))
@@ -116,7 +137,10 @@ def layer_inputs(model: nn.Module, layer: str, ids: torch.Tensor) -> torch.Tenso
 
 @dataclass(frozen=True)
 class OutlierRow:
-    """One way of computing the 8-bit product: its name, relative error, and X entries rounded to 0."""
+    """One way of computing the 8-bit product: its name, relative error, and X entries rounded to 0.
+
+    Chapter 5, *Quantization*.
+    """
 
     method: str
     error: float
@@ -124,7 +148,10 @@ class OutlierRow:
 
 
 def compare_methods(x: torch.Tensor, w: torch.Tensor, threshold: float = 6.0, alpha: float = 0.5) -> list[OutlierRow]:
-    """The relative error of ``X W^T`` under each 8-bit recipe, against the float32 product."""
+    """The relative error of ``X W^T`` under each 8-bit recipe, against the float32 product.
+
+    Chapter 5, *Quantization*.
+    """
     _check_pair(x, w)
     ref = x @ w.t()
 
@@ -149,7 +176,10 @@ def compare_methods(x: torch.Tensor, w: torch.Tensor, threshold: float = 6.0, al
 
 
 def methods_table(rows: list[OutlierRow], title: str | None = None) -> Table:
-    """The rows of :func:`compare_methods` as a table."""
+    """The rows of :func:`compare_methods` as a table.
+
+    Chapter 5, *Quantization*.
+    """
     return Table(["8-bit recipe", "relative error of X W^T", "X entries rounded to 0"],
                  [[r.method, f"{r.error:.2%}", "-" if r.zeroed != r.zeroed else f"{r.zeroed:.1%}"] for r in rows],
                  title=title)

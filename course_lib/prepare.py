@@ -3,7 +3,8 @@
 ``python -m course_lib prepare`` runs :func:`prepare`; ``scripts/build.sh`` calls it before it
 executes the book, so that no page shows a first-run message. Each step is cached in
 :func:`course_lib.env.cache_dir` and skipped when its result is already there: a second run only
-loads. Chapter 1 trains the tiny models and the scaling study; Part II uses the course model.
+loads. Chapter 1 trains the tiny models and the scaling study; Part II uses the course model;
+chapter 5 fine-tunes it (QAT, QLoRA, LoRA, full fine-tuning).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from course_lib import course_model, data, models, scaling, training
+from course_lib import course_model, data, models, qat, scaling, training
 
 __all__ = ["prepare", "steps"]
 
@@ -32,18 +33,30 @@ def _course_model() -> None:
     course_model.course_model(progress=True)
 
 
+def _chapter5_finetunes() -> None:
+    """Chapter 5's fine-tuning runs (QAT, its FP32 control, QLoRA, LoRA, full fine-tuning) of the course model."""
+    qat.chapter_finetunes(course_model.course_model(progress=True), progress=True)
+
+
 def steps() -> list[tuple[str, Callable[[], object]]]:
-    """The preparation steps in order: (what, function)."""
+    """The preparation steps in order: (what, function).
+
+    Used by the library's other modules.
+    """
     return [
         ("course tokenizer", data.course_tokenizer),
         ("chapter 1: three tiny models", _tiny_models),
         ("chapter 1: scaling study", _scaling_models),
         ("Part II: the course model", _course_model),
+        ("chapter 5: fine-tuning runs", _chapter5_finetunes),
     ]
 
 
 def prepare(verbose: bool = True) -> None:
-    """Run every preparation step (cached steps only load), printing each step and its time."""
+    """Run every preparation step (cached steps only load), printing each step and its time.
+
+    Used by the library's other modules.
+    """
     for what, step in steps():
         start = time.perf_counter()
         if verbose:

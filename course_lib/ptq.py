@@ -8,6 +8,7 @@ Tables and plots of these results are in :mod:`course_lib.chapter05`.
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from dataclasses import dataclass
@@ -33,13 +34,32 @@ PTQ_METHODS: tuple[str, ...] = ("fp32", "fp16", "bf16", "int8-channel", "int4-g1
 #: How chapter 5 measures perplexity: windows of 128 tokens that do not overlap (half the work of the
 #: model card's stride of 64, so that ten models fit in the chapter's time; every token is still scored once).
 EVAL_WINDOW = EVAL_STRIDE = 128
+#: Windows per forward pass when chapter 5 scores a model (the value does not depend on it; 8 is fastest on a CPU).
+EVAL_BATCH = 8
+
+
+#: How many stories of the test split chapter 5 scores: the first 150 of 300 (about 11,000 tokens), so that
+#: the chapter's two dozen evaluations fit in its time budget.
+EVAL_STORIES = 150
+
+
+def test_stories() -> list[str]:
+    """The test stories chapter 5 scores: the first :data:`EVAL_STORIES` of the course corpus's test split.
+
+    Chapter 5, *Quantization*.
+    """
+    return data.load_corpus("course", "test")[:EVAL_STORIES]
 
 
 def test_perplexity(model: nn.Module, tokenizer: PreTrainedTokenizerBase | None = None,
                     texts: Sequence[str] | None = None) -> float:
-    """Perplexity on the course corpus's test split (or on ``texts``), windows of 128 without overlap."""
-    return evaluation.perplexity(model, _tokenizer(tokenizer), split="test", texts=texts,
-                             window=EVAL_WINDOW, stride=EVAL_STRIDE).perplexity
+    """Perplexity on :func:`test_stories` (or on ``texts``), windows of 128 without overlap.
+
+    Chapter 5, *Quantization*.
+    """
+    return evaluation.perplexity(model, _tokenizer(tokenizer), split="test",
+                                 texts=test_stories() if texts is None else texts,
+                                 window=EVAL_WINDOW, stride=EVAL_STRIDE, batch_size=EVAL_BATCH).perplexity
 
 
 def _tokenizer(tokenizer: PreTrainedTokenizerBase | None) -> PreTrainedTokenizerBase:
@@ -48,7 +68,10 @@ def _tokenizer(tokenizer: PreTrainedTokenizerBase | None) -> PreTrainedTokenizer
 
 @dataclass(frozen=True)
 class PTQResult:
-    """One row of the PTQ table: what a method stores and how well the model still predicts."""
+    """One row of the PTQ table: what a method stores and how well the model still predicts.
+
+    Chapter 5, *Quantization*.
+    """
 
     method: str
     bits: float
@@ -63,7 +86,12 @@ def ptq_study(model: nn.Module, methods: Sequence[str | QuantConfig] = PTQ_METHO
     """Quantize ``model`` with each method; measure bytes, safetensors file size and perplexity.
 
     ``seconds`` is the time :func:`quantize_model` takes for the whole model. Perplexity is
-    :func:`test_perplexity`: the fixed test split, windows of 128 without overlap.
+    :func:`test_perplexity`: the fixed test split, windows of 128 without overlap. Every row
+    computes in FP32 from the stored values, as the quantized layers decode to FP32: an FP16 or
+    BF16 model's tensors are rounded to 16 bits and cast back before it is scored (CPUs have no
+    fast 16-bit matrix product; computing in BF16 there takes about 20x longer).
+
+    Chapter 5, *Quantization*.
     """
     tokenizer = _tokenizer(tokenizer)
     results = []
@@ -71,7 +99,8 @@ def ptq_study(model: nn.Module, methods: Sequence[str | QuantConfig] = PTQ_METHO
         start = time.perf_counter()
         q = quantize_model(model, method)
         seconds = time.perf_counter() - start
-        ppl = test_perplexity(q, tokenizer)
+        is_cast = isinstance(method, str) and method.strip().lower() in FLOAT_DTYPES
+        ppl = test_perplexity(copy.deepcopy(q).float() if is_cast else q, tokenizer)
         results.append(PTQResult(describe(method), effective_bits(q), model_bytes(q), safetensors_bytes(q),
                                  ppl, seconds))
     return results
@@ -79,7 +108,10 @@ def ptq_study(model: nn.Module, methods: Sequence[str | QuantConfig] = PTQ_METHO
 
 @dataclass(frozen=True)
 class SizeRow:
-    """One scaling-study model: size, validation loss in FP32 and after quantization."""
+    """One scaling-study model: size, validation loss in FP32 and after quantization.
+
+    Chapter 5, *Quantization*.
+    """
 
     n_params: int
     fp32_loss: float
@@ -97,6 +129,8 @@ def quantization_by_size(configs: Sequence[str | QuantConfig] = ("int4-channel",
     """Chapter 1's scaling-study models (cached), each quantized with every config; validation losses.
 
     Returns the rows per configuration label, smallest model first.
+
+    Chapter 5, *Quantization*.
     """
     tokenizer = _tokenizer(tokenizer)
     window = scaling.SCALING_RECIPE.seq_len
@@ -115,7 +149,10 @@ def quantization_by_size(configs: Sequence[str | QuantConfig] = ("int4-channel",
 
 
 def trend(rows: Sequence[SizeRow]) -> str:
-    """One sentence on whether the perplexity change shrinks as the models grow (computed, not assumed)."""
+    """One sentence on whether the perplexity change shrinks as the models grow (computed, not assumed).
+
+    Chapter 5, *Quantization*.
+    """
     changes = [r.perplexity_change for r in rows]
     shrinking = all(b <= a for a, b in zip(changes, changes[1:]))
     first, last = rows[0], rows[-1]
@@ -126,7 +163,10 @@ def trend(rows: Sequence[SizeRow]) -> str:
 
 
 def model_matrices(shape: memory.ModelShape) -> list[tuple[int, int]]:
-    """The weight matrices (out, in) of a GPT-2-style model: the tied token embedding, then 4 per layer."""
+    """The weight matrices (out, in) of a GPT-2-style model: the tied token embedding, then 4 per layer.
+
+    Chapter 5, *Quantization*.
+    """
     h = shape.hidden
     per_layer = [(3 * h, h), (h, h), (4 * h, h), (h, 4 * h)]
     return [(shape.vocab, h)] + per_layer * shape.n_layers
@@ -137,6 +177,8 @@ def weights_at_precision(shape: memory.ModelShape, method: str | QuantConfig) ->
 
     The same split as :func:`quantize_model`: matrices quantized, position embeddings, biases and
     layer norms kept in FP32. Returns codes, overhead (scales, zero points), rest and total bytes.
+
+    Chapter 5, *Quantization*.
     """
     matrices = model_matrices(shape)
     n_matrix = sum(a * b for a, b in matrices)
@@ -162,6 +204,8 @@ def torch_crosscheck(model: nn.Module) -> Table:
     laid out as channels. ``torch.quantize_per_channel`` adds the zero point *before* rounding
     (``round(zero + x / scale)``, in float32) where we, like ``fake_quantize``, round first; the
     last column redoes our codes in torch's order to show that this is the only difference.
+
+    Chapter 5, *Quantization*.
     """
     import warnings
 

@@ -1,5 +1,7 @@
 """Quantizing a tensor: a scale from its range, integer codes, real bit packing, and NF4.
 
+Chapter 5 ("Quantization") teaches it.
+
 A quantizer turns float values into small integers (codes) plus a few floats that say how to read
 them back (scales, zero points). Three choices decide how well it works:
 
@@ -62,6 +64,8 @@ class QuantConfig:
     ``group_size`` is required for ``granularity="group"`` and must divide the row length of every
     tensor it is applied to. NF4 always uses 4 bits and groups (blocks) of 64 unless told otherwise;
     ``double_quant`` (NF4 only) stores its block scales as 8-bit codes in blocks of 256.
+
+    Chapter 5, *Quantization*.
     """
 
     bits: int = 8
@@ -108,7 +112,10 @@ class QuantConfig:
 
 
 def nf4(double_quant: bool = True, block: int = NF4_BLOCK) -> QuantConfig:
-    """QLoRA's NormalFloat4: 16 normal-quantile levels, absmax blocks of 64, optional double quantization."""
+    """QLoRA's NormalFloat4: 16 normal-quantile levels, absmax blocks of 64, optional double quantization.
+
+    Chapter 5, *Quantization*.
+    """
     return QuantConfig(bits=4, scheme="nf4", granularity="group", group_size=block,
                        double_quant=double_quant, scale_dtype="fp32")
 
@@ -128,7 +135,10 @@ PRESETS: dict[str, QuantConfig] = {
 
 
 def get_config(config: QuantConfig | str) -> QuantConfig:
-    """A :class:`QuantConfig` itself, or the preset of that name (a typo lists the valid names)."""
+    """A :class:`QuantConfig` itself, or the preset of that name (a typo lists the valid names).
+
+    Chapter 5, *Quantization*.
+    """
     if isinstance(config, QuantConfig):
         return config
     return PRESETS[choice(config, PRESETS, "quantization preset")]
@@ -139,7 +149,10 @@ def get_config(config: QuantConfig | str) -> QuantConfig:
 # ---------------------------------------------------------------------------------------------
 
 def check_tensor(x: Any, what: str = "tensor") -> torch.Tensor:
-    """``x`` as a float tensor if it can be quantized; a ValueError naming the problem otherwise."""
+    """``x`` as a float tensor if it can be quantized; a ValueError naming the problem otherwise.
+
+    Chapter 5, *Quantization*.
+    """
     if not isinstance(x, torch.Tensor):
         raise ValueError(f"{what} must be a torch.Tensor, got {type(x).__name__}")
     if not x.is_floating_point():
@@ -161,7 +174,10 @@ def check_tensor(x: Any, what: str = "tensor") -> torch.Tensor:
 # ---------------------------------------------------------------------------------------------
 
 def packed_size(n: int, bits: int) -> int:
-    """Bytes that ``n`` codes of ``bits`` bits take when packed back to back: ceil(n * bits / 8)."""
+    """Bytes that ``n`` codes of ``bits`` bits take when packed back to back: ceil(n * bits / 8).
+
+    Chapter 5, *Quantization*.
+    """
     return -(-n * bits // 8)
 
 
@@ -170,6 +186,8 @@ def pack_bits(codes: torch.Tensor, bits: int) -> torch.Tensor:
 
     The stream layout: code ``i`` occupies bits ``i*bits .. i*bits+bits-1`` of the byte string,
     counting from bit 0 of byte 0. For 4 bits that is the familiar "first code in the low nibble".
+
+    Chapter 5, *Quantization*.
     """
     if not MIN_BITS - 1 <= bits <= MAX_BITS:
         raise ValueError(f"bits must be from 1 to 8, got {bits}")
@@ -190,7 +208,10 @@ def pack_bits(codes: torch.Tensor, bits: int) -> torch.Tensor:
 
 
 def unpack_bits(packed: torch.Tensor, bits: int, n: int) -> torch.Tensor:
-    """The ``n`` codes that :func:`pack_bits` packed, as ``uint8``."""
+    """The ``n`` codes that :func:`pack_bits` packed, as ``uint8``.
+
+    Chapter 5, *Quantization*.
+    """
     if packed.numel() != packed_size(n, bits):
         raise ValueError(f"{packed.numel()} bytes cannot hold exactly {n} codes of {bits} bits "
                          f"({packed_size(n, bits)} bytes expected)")
@@ -221,6 +242,8 @@ def nf4_quantiles() -> tuple[torch.Tensor, torch.Tensor]:
     The positive half takes 8 equally spaced probabilities from 0.5 to ``NF4_OFFSET`` (leaving out
     0.5 itself), the negative half the mirror images of 7; two halves of different size make the
     code asymmetric but give 0 a code of its own.
+
+    Chapter 5, *Quantization*.
     """
     def half(count: int) -> torch.Tensor:
         return torch.linspace(NF4_OFFSET, 0.5, count + 1, dtype=torch.float32)[:-1].double()
@@ -233,7 +256,10 @@ def nf4_quantiles() -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def nf4_codebook() -> torch.Tensor:
-    """NF4's 16 levels: the quantiles of :func:`nf4_quantiles` divided by the largest, so in [-1, 1]."""
+    """NF4's 16 levels: the quantiles of :func:`nf4_quantiles` divided by the largest, so in [-1, 1].
+
+    Chapter 5, *Quantization*.
+    """
     levels = nf4_quantiles()[1].float()
     return levels / levels.max()
 
@@ -252,6 +278,8 @@ def geometry(shape: tuple[int, ...] | torch.Size, config: QuantConfig) -> tuple[
     Rows are dim 0 (a linear layer's output features, an embedding's tokens); a 1-D tensor is one
     row. Per tensor: one group of everything. Per channel: one group per row. Per group: rows cut
     into ``group_size`` consecutive values, which must divide the row length.
+
+    Chapter 5, *Quantization*.
     """
     numel = math.prod(shape)
     rows = shape[0] if len(shape) >= 2 else 1
@@ -271,7 +299,10 @@ def geometry(shape: tuple[int, ...] | torch.Size, config: QuantConfig) -> tuple[
 
 @dataclass(frozen=True)
 class Codes:
-    """Unpacked quantization result: codes (R, G, S) uint8, scales (float32) and zero points (uint8) (R, G)."""
+    """Unpacked quantization result: codes (R, G, S) uint8, scales (float32) and zero points (uint8) (R, G).
+
+    Chapter 5, *Quantization*.
+    """
 
     codes: torch.Tensor
     scale: torch.Tensor
@@ -358,6 +389,8 @@ class QTensor:
     ``nbytes`` is the sum of the stored tensors' bytes; :meth:`dequantize` rebuilds float values.
     For NF4 with double quantization ``scale`` holds int8 codes of the block scales and
     ``dq_scale`` / ``dq_mean`` the float32 numbers that decode them.
+
+    Chapter 5, *Quantization*.
     """
 
     packed: torch.Tensor
@@ -413,7 +446,10 @@ class QTensor:
 
 
 def quantize(x: torch.Tensor, config: QuantConfig | str = "int8-channel") -> QTensor:
-    """Quantize ``x`` under ``config`` (a :class:`QuantConfig` or a preset name) into packed storage."""
+    """Quantize ``x`` under ``config`` (a :class:`QuantConfig` or a preset name) into packed storage.
+
+    Chapter 5, *Quantization*.
+    """
     config = get_config(config)
     x = check_tensor(x)
     c = _quantize_codes(x, config)
@@ -429,12 +465,18 @@ def quantize(x: torch.Tensor, config: QuantConfig | str = "int8-channel") -> QTe
 
 
 def dequantize(q: QTensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """The float values a :class:`QTensor` stands for (same as ``q.dequantize()``)."""
+    """The float values a :class:`QTensor` stands for (same as ``q.dequantize()``).
+
+    Chapter 5, *Quantization*.
+    """
     return q.dequantize(dtype)
 
 
 def quantize_dequantize(x: torch.Tensor, config: QuantConfig | str) -> torch.Tensor:
-    """``x`` rounded to the quantization grid and read back, without packing: what a model computes with."""
+    """``x`` rounded to the quantization grid and read back, without packing: what a model computes with.
+
+    Chapter 5, *Quantization*.
+    """
     config = get_config(config)
     x = check_tensor(x)
     c = _quantize_codes(x, config)
@@ -462,6 +504,8 @@ def fake_quantize(x: torch.Tensor, config: QuantConfig | str) -> torch.Tensor:
     Rounding has zero gradient almost everywhere; the straight-through estimator (Bengio et al.
     2013) treats it as the identity in the backward pass, so the float weights keep learning while
     the forward pass already sees the quantized ones.
+
+    Chapter 5, *Quantization*.
     """
     return _StraightThrough.apply(x, get_config(config))
 
@@ -475,6 +519,8 @@ def storage_bytes(shape: tuple[int, ...], config: QuantConfig | str) -> dict[str
 
     The same accounting :class:`QTensor` realises with tensors (the tests check both agree), so it
     can price a model that is too large to quantize here, such as a billion-parameter one.
+
+    Chapter 5, *Quantization*.
     """
     config = get_config(config)
     rows, groups, size = geometry(tuple(shape), config)
@@ -491,12 +537,18 @@ def storage_bytes(shape: tuple[int, ...], config: QuantConfig | str) -> dict[str
 
 
 def bits_per_value(shape: tuple[int, ...], config: QuantConfig | str) -> float:
-    """Stored bits per value of a ``shape`` tensor under ``config``, overheads included."""
+    """Stored bits per value of a ``shape`` tensor under ``config``, overheads included.
+
+    Chapter 5, *Quantization*.
+    """
     return 8 * sum(storage_bytes(shape, config).values()) / math.prod(shape)
 
 
 def error_stats(x: torch.Tensor, config: QuantConfig | str) -> dict[str, float]:
-    """How far the quantized values land from ``x``: RMSE, max error, and signal-to-noise in dB."""
+    """How far the quantized values land from ``x``: RMSE, max error, and signal-to-noise in dB.
+
+    Chapter 5, *Quantization*.
+    """
     x = check_tensor(x).detach().float()
     err = quantize_dequantize(x, config).float() - x
     rmse = float(err.pow(2).mean().sqrt())

@@ -1,5 +1,7 @@
 """Quantized layers and models: packed weights that are decoded in the forward pass.
 
+Chapter 5 (*Quantization*) teaches it.
+
 :class:`QuantLinear` replaces an ``nn.Linear`` or a transformers GPT-2 ``Conv1D`` (same maths,
 weight stored transposed); :class:`QuantEmbedding` replaces the token embedding. Both keep a
 :class:`QuantizedWeight`, a module whose buffers are exactly the tensors of a
@@ -41,7 +43,10 @@ _META_KEY = "course_lib.quantization"
 
 
 class QuantizedWeight(nn.Module):
-    """A weight matrix kept as a :class:`QTensor`'s tensors (registered as buffers) and decoded on demand."""
+    """A weight matrix kept as a :class:`QTensor`'s tensors (registered as buffers) and decoded on demand.
+
+    Chapter 5, *Quantization*.
+    """
 
     def __init__(self, q: QTensor) -> None:
         super().__init__()
@@ -71,7 +76,10 @@ class QuantizedWeight(nn.Module):
 
 def weight_matrix(module: nn.Module) -> torch.Tensor:
     """A layer's weight with one row per output (a linear layer's out features, an embedding's tokens);
-    GPT-2's Conv1D stores it transposed."""
+    GPT-2's Conv1D stores it transposed.
+
+    Chapter 5, *Quantization*.
+    """
     return module.weight.t() if isinstance(module, Conv1D) else module.weight
 
 
@@ -80,6 +88,8 @@ class QuantLinear(nn.Module):
 
     ``act_bits`` (optional) also rounds the input activations per token to that many bits on the
     way in (dynamic absmax quantization, as in W8A8 schemes), to study activation quantization.
+
+    Chapter 5, *Quantization*.
     """
 
     def __init__(self, qweight: QuantizedWeight, bias: torch.Tensor | None, act_bits: int | None = None) -> None:
@@ -119,7 +129,10 @@ class QuantLinear(nn.Module):
 
 
 class QuantEmbedding(nn.Module):
-    """A drop-in for ``nn.Embedding`` whose table is packed; looked-up rows are decoded."""
+    """A drop-in for ``nn.Embedding`` whose table is packed; looked-up rows are decoded.
+
+    Chapter 5, *Quantization*.
+    """
 
     def __init__(self, qweight: QuantizedWeight, padding_idx: int | None = None) -> None:
         super().__init__()
@@ -179,6 +192,8 @@ def quantize_model(model: nn.Module, config: QuantConfig | str, *, embeddings: b
     the whole model. An output layer tied to the input embedding (GPT-2's ``lm_head``) shares one
     quantized copy with it; with ``embeddings=False`` both stay in float32. The original model is
     not modified.
+
+    Chapter 5, *Quantization*.
     """
     _check_model(model)
     if isinstance(config, str) and config.strip().lower() in FLOAT_DTYPES:
@@ -206,7 +221,10 @@ def quantize_model(model: nn.Module, config: QuantConfig | str, *, embeddings: b
 
 
 def quantized_layers(model: nn.Module) -> list[QuantizedWeight]:
-    """The distinct quantized weights of a model (a tied weight once)."""
+    """The distinct quantized weights of a model (a tied weight once).
+
+    Chapter 5, *Quantization*.
+    """
     seen: dict[int, QuantizedWeight] = {}
     for m in model.modules():
         if isinstance(m, QuantizedWeight):
@@ -215,12 +233,18 @@ def quantized_layers(model: nn.Module) -> list[QuantizedWeight]:
 
 
 def model_bytes(model: nn.Module) -> int:
-    """Bytes of the tensors a model stores (its state dict, each storage counted once)."""
+    """Bytes of the tensors a model stores (its state dict, each storage counted once).
+
+    Chapter 5, *Quantization*.
+    """
     return tensor_bytes(model.state_dict(keep_vars=True).values())
 
 
 def effective_bits(model: nn.Module) -> float:
-    """Stored bits per weight over the quantized layers (codes plus scale overhead); 8 x bytes / values."""
+    """Stored bits per weight over the quantized layers (codes plus scale overhead); 8 x bytes / values.
+
+    Chapter 5, *Quantization*.
+    """
     layers = quantized_layers(model)
     if not layers:
         params = {id(p): p for p in model.parameters()}.values()
@@ -233,6 +257,8 @@ def save_quantized(model: nn.Module, directory: str | os.PathLike[str]) -> Path:
 
     Shared tensors (a tied embedding and output layer) are written once. The quantization settings
     go into the safetensors header, so :func:`load_quantized` can rebuild the layers.
+
+    Chapter 5, *Quantization*.
     """
     from safetensors.torch import save_model
 
@@ -251,7 +277,10 @@ def save_quantized(model: nn.Module, directory: str | os.PathLike[str]) -> Path:
 
 
 def load_quantized(directory: str | os.PathLike[str]) -> nn.Module:
-    """Load what :func:`save_quantized` wrote: build the architecture, the quantized layers, then the tensors."""
+    """Load what :func:`save_quantized` wrote: build the architecture, the quantized layers, then the tensors.
+
+    Chapter 5, *Quantization*.
+    """
     from safetensors import safe_open
     from safetensors.torch import load_model
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -274,7 +303,10 @@ def load_quantized(directory: str | os.PathLike[str]) -> nn.Module:
 
 
 def safetensors_bytes(model: nn.Module) -> int:
-    """The size in bytes of the model's safetensors file (written to a temporary folder and measured)."""
+    """The size in bytes of the model's safetensors file (written to a temporary folder and measured).
+
+    Chapter 5, *Quantization*.
+    """
     with tempfile.TemporaryDirectory() as tmp:
         return save_quantized(model, tmp).stat().st_size
 
@@ -284,7 +316,10 @@ def safetensors_bytes(model: nn.Module) -> int:
 # ---------------------------------------------------------------------------------------------
 
 class FakeQuantize(nn.Module):
-    """A parametrization: the layer computes with its weight rounded to ``config``'s grid (STE backward)."""
+    """A parametrization: the layer computes with its weight rounded to ``config``'s grid (STE backward).
+
+    Chapter 5, *Quantization*.
+    """
 
     def __init__(self, config: QuantConfig, transpose: bool = False) -> None:
         super().__init__()
@@ -302,6 +337,8 @@ def prepare_qat(model: nn.Module, config: QuantConfig | str, *, embeddings: bool
 
     The float weights stay trainable; the forward pass sees exactly what :func:`quantize_model`
     would store, so after training :func:`finish_qat` + :func:`quantize_model` give the same outputs.
+
+    Chapter 5, *Quantization*.
     """
     _check_model(model)
     config = quant.get_config(config)
@@ -319,7 +356,10 @@ def prepare_qat(model: nn.Module, config: QuantConfig | str, *, embeddings: bool
 
 
 def finish_qat(model: nn.Module) -> nn.Module:
-    """Remove the fake quantization and keep the trained float weights (quantize them next)."""
+    """Remove the fake quantization and keep the trained float weights (quantize them next).
+
+    Chapter 5, *Quantization*.
+    """
     for module in model.modules():
         if parametrize.is_parametrized(module, "weight"):
             parametrize.remove_parametrizations(module, "weight", leave_parametrized=False)
@@ -327,7 +367,10 @@ def finish_qat(model: nn.Module) -> nn.Module:
 
 
 def describe(config: QuantConfig | str) -> str:
-    """The table label of a configuration or float cast name."""
+    """The table label of a configuration or float cast name.
+
+    Chapter 5, *Quantization*.
+    """
     if isinstance(config, str) and config.strip().lower() in FLOAT_DTYPES:
         return choice(config, FLOAT_DTYPES, "dtype").upper()
     return quant.get_config(config).label

@@ -203,7 +203,6 @@ def _cell_texts(cell: dict) -> list[str]:
     return texts
 
 
-@pytest.mark.xfail(strict=False, reason="chapters being updated")
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebooks_speak_of_the_lecture_notes(path):
     nb = json.loads(path.read_text(encoding="utf-8"))

@@ -355,3 +355,36 @@ def test_a_single_target_name_may_be_a_string(gpt2):
     model = lora.add_lora(gpt2, rank=RANK, targets="c_fc")
     wrapped = [n for n, m in model.named_modules() if isinstance(m, lora.LoRALinear)]
     assert wrapped and all(n.endswith("mlp.c_fc") for n in wrapped)
+
+
+def test_lora_matches_peft(gpt2, ids):
+    """peft's LoRA on the same GPT-2 (same rank, alpha, targets, the same A and B) computes the same logits
+    within 1e-6 and counts the same trainable parameters: a cross-check against the reference library."""
+    peft = pytest.importorskip("peft")
+    ours = lora.add_lora(gpt2, rank=RANK, alpha=ALPHA)
+    generator = torch.Generator().manual_seed(5)
+    with torch.no_grad():  # B starts at zero in both; give it values so that the adapters matter
+        for m in ours.modules():
+            if isinstance(m, LoRALinear):
+                m.lora_b.copy_(0.1 * torch.randn(m.lora_b.shape, generator=generator))
+    config = peft.LoraConfig(r=RANK, lora_alpha=ALPHA, lora_dropout=0.0, bias="none",
+                             target_modules=list(lora.GPT2_TARGETS), fan_in_fan_out=True)
+    theirs = peft.get_peft_model(copy.deepcopy(gpt2), config)
+    copied = 0
+    with torch.no_grad():
+        for name, m in ours.named_modules():
+            if isinstance(m, LoRALinear):
+                target = theirs.base_model.model.get_submodule(name)
+                target.lora_A["default"].weight.copy_(m.lora_a)  # (r, in) in both
+                target.lora_B["default"].weight.copy_(m.lora_b)  # (out, r) in both
+                copied += 1
+    assert copied == LAYERS * len(("c_attn", "attn.c_proj", "c_fc", "mlp.c_proj"))
+    ours.eval(), theirs.eval()
+    with torch.no_grad():
+        expected = theirs(input_ids=ids).logits
+        got = ours(input_ids=ids).logits
+        base = gpt2(input_ids=ids).logits
+    assert (expected - base).abs().max() > 1e-3  # the adapters change the output, so the check means something
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-6)
+    trainable, total = theirs.get_nb_trainable_parameters()
+    assert lora.count_trainable(ours) == (trainable, total)

@@ -2,7 +2,8 @@
 
 What this file proves (the course model itself is never built or loaded):
 
-* ``test_perplexity`` is ``evaluation.perplexity`` with windows of 128 and no overlap, on the test split
+* ``test_perplexity`` is ``evaluation.perplexity`` with windows of 128 and no overlap, on the first 150
+  stories of the test split
   unless ``texts`` are given;
 * ``ptq_study`` quantizes with each method in order and reports ``describe`` labels, the bytes of
   ``quantize_model``'s result (FP16 exactly half of FP32), its safetensors size, bits per weight as
@@ -111,7 +112,9 @@ def test_test_perplexity_reads_the_test_split(monkeypatch, tiny, tok):
     assert ptq.test_perplexity(tiny, tok) == 12.5
     (model, tokenizer, kwargs), = calls
     assert model is tiny and tokenizer is tok
-    assert kwargs == {"split": "test", "texts": None, "window": 128, "stride": 128}
+    assert kwargs == {"split": "test", "texts": data.load_corpus("course", "test")[:150], "window": 128,
+                      "stride": 128, "batch_size": 8}
+    assert ptq.test_stories() == data.load_corpus("course", "test")[:ptq.EVAL_STORIES]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -167,7 +170,11 @@ def test_ptq_study_scores_each_quantized_copy(ptq_run, tiny, tok, few):
     assert all(tokenizer is tok and texts is None for _, tokenizer, texts in seen)
     models_seen = [m for m, _, _ in seen]
     assert all(m is not tiny for m in models_seen)  # copies: the original is not modified
-    assert next(models_seen[1].parameters()).dtype == torch.float16
+    # the FP16 row is scored in FP32 from values rounded to FP16 (as quantized layers decode to FP32)
+    assert next(models_seen[1].parameters()).dtype == torch.float32
+    for p16, p32 in zip(models_seen[1].parameters(), tiny.parameters()):
+        assert torch.equal(p16, p32.half().float())
+    assert results[1].perplexity == ppl_on(few, L.quantize_model(tiny, "fp16").float(), tok)
     for m, name in zip(models_seen[2:], METHODS[2:]):
         assert m.quantization == quant.get_config(name)
         assert any(isinstance(x, L.QuantLinear) for x in m.modules())
@@ -284,7 +291,7 @@ RECIPE = training.Recipe(steps=2, batch_size=2, seq_len=32, lr=1e-3, warmup_step
 
 def test_qat_returns_the_really_quantized_trained_model(tiny, tok):
     before = {k: v.clone() for k, v in tiny.state_dict().items()}
-    result = qat.qat(tiny, "int8-channel", RECIPE, tok, progress=False)
+    result = qat.qat(tiny, "int8-channel", RECIPE, tok, progress=False, cache=False)
     assert result.label == "QAT INT8 absmax per channel"
     assert len(result.history) == RECIPE.steps and all(math.isfinite(h) for h in result.history)
     q = result.model
@@ -313,13 +320,67 @@ def test_finetune_trains_in_place_and_returns_the_history(tok, few):
     model = build(tok, hidden=32, context=64, seed=4)
     w = model.transformer.h[0].mlp.c_fc.weight.detach().clone()
     recipe = training.Recipe(steps=3, batch_size=2, seq_len=32, lr=1e-3, warmup_steps=1)
-    result = qat.finetune(model, "full", recipe, tok, texts=few, progress=False)
+    result = qat.finetune(model, "full", recipe, tok, texts=few, progress=False, cache=False)
     assert result.label == "full" and result.model is model
     assert len(result.history) == recipe.steps and all(math.isfinite(h) for h in result.history)
     assert result.history == pytest.approx(
         training.train(build(tok, hidden=32, context=64, seed=4), "gpt2", tok, recipe, texts=few, progress=False))
     assert result.seconds > 0
     assert not torch.equal(model.transformer.h[0].mlp.c_fc.weight, w)
+
+
+def test_finetune_caches_the_trained_parameters(monkeypatch, tmp_path, tok, few):
+    """A second identical fine-tune loads the cached safetensors: same weights, same history, no training;
+    a different recipe, label or starting state is a different key; a damaged file means training again."""
+    monkeypatch.setenv("COURSE_LIB_CACHE", str(tmp_path))
+    recipe = training.Recipe(steps=2, batch_size=2, seq_len=32, lr=1e-3, warmup_steps=1)
+    first = qat.finetune(build(tok, hidden=32, context=64, seed=4), "full", recipe, tok, texts=few,
+                         progress=False)
+    path = qat.finetune_cache_path(build(tok, hidden=32, context=64, seed=4), "full", recipe, tok, few)
+    assert path.is_file() and path.parent == tmp_path / qat.CACHE_FOLDER
+
+    calls = []
+    real_train = training.train
+    monkeypatch.setattr(training, "train", lambda *a, **k: calls.append(1) or real_train(*a, **k))
+    second = qat.finetune(build(tok, hidden=32, context=64, seed=4), "full", recipe, tok, texts=few,
+                          progress=False)
+    assert calls == []  # loaded, not trained
+    assert second.history == first.history and second.seconds == first.seconds
+    for a, b in zip(first.model.state_dict().values(), second.model.state_dict().values()):
+        assert torch.equal(a, b)
+
+    start = build(tok, hidden=32, context=64, seed=4)
+    other_seed = build(tok, hidden=32, context=64, seed=5)
+    key = qat.finetune_cache_path(start, "full", recipe, tok, few)
+    assert qat.finetune_cache_path(other_seed, "full", recipe, tok, few) != key
+    assert qat.finetune_cache_path(start, "QLoRA", recipe, tok, few) != key
+    assert qat.finetune_cache_path(start, "full", training.Recipe(steps=3, batch_size=2, seq_len=32, lr=1e-3,
+                                                                  warmup_steps=1), tok, few) != key
+    assert qat.finetune_cache_path(start, "full", recipe, tok, few[:-1]) != key
+    assert qat.state_fingerprint(start) == qat.state_fingerprint(build(tok, hidden=32, context=64, seed=4))
+
+    path.write_bytes(b"damaged")
+    third = qat.finetune(build(tok, hidden=32, context=64, seed=4), "full", recipe, tok, texts=few,
+                         progress=False)
+    assert calls == [1] and third.history == pytest.approx(first.history)
+
+
+def test_finetune_cache_keeps_only_the_adapters_of_a_lora_model(monkeypatch, tmp_path, tok, few):
+    from course_lib import lora
+
+    monkeypatch.setenv("COURSE_LIB_CACHE", str(tmp_path))
+    recipe = training.Recipe(steps=2, batch_size=2, seq_len=32, lr=1e-2, warmup_steps=1)
+    base = build(tok, hidden=64, context=64, seed=4)
+    first = qat.finetune(lora.add_lora(base, rank=2, alpha=4), "LoRA", recipe, tok, texts=few, progress=False)
+    (path,) = (tmp_path / qat.CACHE_FOLDER).iterdir()
+    from safetensors.torch import load_file
+
+    saved = load_file(str(path))
+    assert saved and all(".lora_a" in k or ".lora_b" in k for k in saved)
+    second = qat.finetune(lora.add_lora(base, rank=2, alpha=4), "LoRA", recipe, tok, texts=few, progress=False)
+    ids = torch.randint(0, len(tok), (2, 16), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        assert torch.equal(first.model(ids).logits, second.model(ids).logits)
 
 
 def test_lowercase_split():
@@ -521,18 +582,3 @@ def test_plot_nf4_levels(tiny):
 def test_perplexity_table():
     table = chapter05.perplexity_table([("base", 10.0), ("int4", 11.5)], baseline=10.0)
     assert table.rows == [["base", "10.0000", "+0.00%"], ["int4", "11.5000", "+15.00%"]]
-
-
-def test_style_table(monkeypatch, tok):
-    calls = []
-
-    def fake(model, tokenizer=None, texts=None):
-        calls.append((model, tokenizer, texts))
-        return 20.0 if texts is not None else 5.0
-
-    monkeypatch.setattr(ptq, "test_perplexity", fake)
-    a, b = nn.Linear(1, 1), nn.Linear(1, 1)
-    table = chapter05.style_table({"A": a, "B": b}, ["once upon a time"], tok)
-    assert table.rows == [["A", "20.00", "5.000"], ["B", "20.00", "5.000"]]
-    assert [(m, t) for m, _, t in calls] == [(a, ["once upon a time"]), (a, None), (b, ["once upon a time"]),
-                                             (b, None)]
