@@ -1,6 +1,6 @@
 """Exercises with checking functions: each compares a learner's answer with one the library computes.
 
-Every chapter ends with them (``chapter01`` ... ``chapter05``).
+Every chapter ends with them (``chapter01`` ... ``chapter06``).
 """
 
 from __future__ import annotations
@@ -261,3 +261,67 @@ chapter05 = SimpleNamespace(
     ),
 )
 
+
+
+
+def _csr_bytes(rows: int, cols: int, density: float) -> float:
+    """Bytes of a float32 [rows, cols] matrix in CSR with int32 indices, measured on a real matrix."""
+    import torch
+
+    from course_lib.sparse_storage import storage_bytes
+
+    n = rows * cols
+    flat = torch.zeros(n)
+    flat[torch.randperm(n, generator=torch.Generator().manual_seed(0))[:round(density * n)]] = 1.0
+    return float(storage_bytes({"w": flat.view(rows, cols)}, "csr") - 2 * 8)  # less the stored shape
+
+
+def _mlp_unit_parameters(hidden: int, units: int) -> float:
+    """Parameters that go with ``units`` MLP units of one GPT-2 block of width ``hidden``, counted on models."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from course_lib.models import count_parameters
+
+    def size(inner: int) -> int:
+        config = GPT2Config(vocab_size=8, n_positions=8, n_embd=hidden, n_layer=1, n_head=1, n_inner=inner,
+                            bos_token_id=0, eos_token_id=0)
+        with torch.device("meta"):
+            return count_parameters(GPT2LMHeadModel(config))
+
+    return float(size(4 * hidden) - size(4 * hidden - units))
+
+
+def _cubic(final: float, stages: int, stage: int) -> float:
+    """The sparsity after ``stage`` of ``stages`` on the cubic schedule to ``final``."""
+    from course_lib.prune import cubic_schedule
+
+    return cubic_schedule(final, stages)[stage - 1]
+
+
+#: Chapter 6, "Pruning lab".
+chapter06 = SimpleNamespace(
+    q1=Exercise(
+        "A 1024 x 1024 FP32 matrix is pruned to 90 % sparsity and stored in CSR: 4-byte values, 4-byte "
+        "column indices, and 1025 row pointers of 4 bytes. How many bytes, against 4,194,304 dense?",
+        lambda: _csr_bytes(1024, 1024, 0.1),
+        unit="bytes",
+        rel_tol=1e-5,
+        hint="104,858 non-zeros (10 % of 1,048,576, rounded) x (4 + 4) bytes, plus 1025 x 4 bytes of row pointers.",
+    ),
+    q2=Exercise(
+        "Gradual pruning to 80 % in 4 stages on the cubic schedule s = s_f (1 - (1 - t/n)^3): what sparsity "
+        "(as a fraction) does the model have after stage 2?",
+        lambda: _cubic(0.8, 4, 2),
+        rel_tol=1e-9,
+        hint="t/n = 2/4, so 0.8 x (1 - 0.5^3) = 0.8 x 0.875.",
+    ),
+    q3=Exercise(
+        "GPT-2 small has width 768 and 3072 MLP units per block. How many parameters does one block lose "
+        "when half of its MLP units are removed (weights and biases)?",
+        lambda: _mlp_unit_parameters(768, 1536),
+        unit="parameters",
+        rel_tol=0,
+        hint="Each unit takes its incoming column (768), its bias (1) and its outgoing row (768).",
+    ),
+)

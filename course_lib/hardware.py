@@ -17,13 +17,14 @@ Chapter 10 (*Hardware for LLM training*) extends this module.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import platform
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -33,7 +34,8 @@ from course_lib.tables import Table
 
 __all__ = [
     "MATMUL_DTYPES", "CPU_FEATURES", "MatmulResult", "matmul_flops", "default_sizes", "available_devices",
-    "time_matmul", "matmul_benchmark", "speedups", "matmul_table", "cpu_features", "cpu_name", "describe_machine",
+    "time_matmul", "interleaved_times", "matmul_benchmark", "speedups", "matmul_table", "cpu_features",
+    "cpu_name", "describe_machine",
 ]  # fmt: skip
 
 #: The dtypes the matrix benchmark knows, by the course's names (:mod:`course_lib.dtypes`).
@@ -159,39 +161,65 @@ def _run_cases(
     seed: int,
     progress: bool | None,
 ) -> list[MatmulResult]:
-    """Time every (size, dtype) case ``repeats`` times, the runs interleaved across the cases.
-
-    Round 1 times every case once, then round 2, and so on: a burst of other work on the machine
-    slows one run of every case rather than all runs of one case, so the best run of each case,
-    and the ratios between cases, stay stable.
-    """
-    operands, numbers = [], []
+    """Time every (size, dtype) case ``repeats`` times, interleaved (:func:`interleaved_times`)."""
+    calls, numbers = [], []
     for size, dtype in cases:
         g = torch.Generator().manual_seed(seed)
         a = torch.randn(size, size, generator=g).to(dev, _dtype(dtype))
         b = torch.randn(size, size, generator=g).to(dev, _dtype(dtype))
-        one = min(_timed(a, b, dev, 1), _timed(a, b, dev, 1))  # warm-up: first calls pick kernels
+        call = functools.partial(torch.matmul, a, b)
+        one = min(_timed(call, dev, 1), _timed(call, dev, 1))  # warm-up: first calls pick kernels
         # GPUs are too fast to time one small product: run enough back to back to last min_seconds.
         numbers.append(max(1, min(10_000, math.ceil(min_seconds / max(one, 1e-9)))))
-        operands.append((a, b))
-    from course_lib.env import progress_bar
-
-    times: list[list[float]] = [[] for _ in cases]
-    rounds = [i for _ in range(repeats) for i in range(len(cases))]
+        calls.append(call)
     # progress=None (the benchmark script): a bar only on a real terminal, as progress_bar does.
-    for i in progress_bar(rounds, len(rounds), f"matmul on {dev.type}", progress is None or bool(progress)):
-        a, b = operands[i]
-        times[i].append(_timed(a, b, dev, numbers[i]) / numbers[i])
+    bar = progress is None or bool(progress)
+    times = interleaved_times(calls, repeats, dev, numbers, bar, f"matmul on {dev.type}")
     return [MatmulResult(dev.type, dtype.strip().lower(), size, tuple(t), n)
             for (size, dtype), t, n in zip(cases, times, numbers)]  # fmt: skip
 
 
-def _timed(a: torch.Tensor, b: torch.Tensor, dev: torch.device, number: int) -> float:
-    """Seconds for ``number`` products back to back, the device synchronised before and after."""
+def interleaved_times(
+    calls: Sequence[Callable[[], object]],
+    repeats: int,
+    device: str | torch.device | None = None,
+    number: Sequence[int] | None = None,
+    progress: bool = False,
+    desc: str = "",
+) -> list[list[float]]:
+    """Seconds per call of every callable in each of ``repeats`` runs, interleaved across the callables.
+
+    Round 1 times every callable once, then round 2, and so on: a burst of other work on the machine
+    slows one run of every case rather than all runs of one case, so the best run of each case,
+    and the ratios between cases, stay stable. A run of callable ``i`` makes ``number[i]`` calls
+    back to back (default 1), the device synchronised before and after, and records the seconds
+    divided by ``number[i]``. ``device`` is the one synchronised (None: CUDA when present, else CPU).
+    There is no warm-up here: call each callable once before.
+
+    Chapter 3, *Number formats*.
+    """
+    dev = _device(device)
+    repeats = positive(repeats, "repeats", integer=True)
+    if callable(calls) or not calls or not all(callable(c) for c in calls):
+        raise ValueError(f"calls must be a non-empty list of functions without arguments, got {calls!r}")
+    numbers = [1] * len(calls) if number is None else [positive(n, "number", integer=True) for n in number]
+    if len(numbers) != len(calls):
+        raise ValueError(f"number needs one count per call: {len(calls)} calls, {len(numbers)} counts")
+    from course_lib.env import progress_bar
+
+    times: list[list[float]] = [[] for _ in calls]
+    rounds = [i for _ in range(repeats) for i in range(len(calls))]
+    for i in progress_bar(rounds, len(rounds), desc, progress):
+        times[i].append(_timed(calls[i], dev, numbers[i]) / numbers[i])
+    return times
+
+
+def _timed(call: Callable[[], object], dev: torch.device, number: int) -> float:
+    """Seconds for ``number`` calls back to back, the device synchronised before and after."""
     _sync(dev)
     start = time.perf_counter()
     for _ in range(number):
-        torch.matmul(a, b)
+        call()
     _sync(dev)
     return time.perf_counter() - start
 

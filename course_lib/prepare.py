@@ -4,7 +4,7 @@
 executes the book, so that no page shows a first-run message. Each step is cached in
 :func:`course_lib.env.cache_dir` and skipped when its result is already there: a second run only
 loads. Chapter 1 trains the tiny models and the scaling study; Part II uses the course model;
-chapter 5 fine-tunes it (QAT, QLoRA, LoRA, full fine-tuning).
+chapter 5 fine-tunes it (QAT, QLoRA, LoRA, full fine-tuning), chapter 6 fine-tunes pruned copies.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from course_lib import course_model, data, models, qat, scaling, training
+from course_lib import course_model, data, models, prune, qat, scaling, training
 
 __all__ = ["prepare", "steps"]
 
@@ -38,6 +38,11 @@ def _chapter5_finetunes() -> None:
     qat.chapter_finetunes(course_model.course_model(progress=True), progress=True)
 
 
+def _chapter6_finetunes() -> None:
+    """Chapter 6's fine-tuning runs (pruned copies of the course model, masks held) and gradual pruning."""
+    prune.chapter_finetunes(course_model.course_model(progress=True), progress=True)
+
+
 def steps() -> list[tuple[str, Callable[[], object]]]:
     """The preparation steps in order: (what, function).
 
@@ -49,6 +54,7 @@ def steps() -> list[tuple[str, Callable[[], object]]]:
         ("chapter 1: scaling study", _scaling_models),
         ("Part II: the course model", _course_model),
         ("chapter 5: fine-tuning runs", _chapter5_finetunes),
+        ("chapter 6: fine-tuning after pruning", _chapter6_finetunes),
     ]
 
 

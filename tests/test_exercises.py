@@ -67,3 +67,15 @@ def test_chapter04_answers_worked_by_hand():
     assert not chapter04.q3.feedback(79 * 5.0 / 127)[0]  # truncated instead of rounded
     assert chapter04.q4.feedback(4 + 16 / 128)[0]  # 4.125 bits
     assert not chapter04.q4.feedback(4 + 32 / 128)[0]  # an FP32 scale instead of FP16
+
+
+def test_chapter06_answers_worked_by_hand():
+    from course_lib.exercises import chapter06
+
+    assert chapter06.q1.feedback(104_858 * (4 + 4) + 1025 * 4)[0]  # 842,964 bytes
+    assert chapter06.q1.feedback(0.1 * 1024 * 1024 * 8 + 1025 * 4)[0]  # unrounded count: within 8 bytes
+    assert not chapter06.q1.feedback(104_858 * 4 + 1025 * 4)[0]  # values only, no column indices
+    assert chapter06.q2.feedback(0.8 * (1 - 0.5**3))[0]
+    assert not chapter06.q2.feedback(0.4)[0]  # linear schedule
+    assert chapter06.q3.feedback(1536 * (768 + 1 + 768))[0]
+    assert not chapter06.q3.feedback(1536 * 768 * 2)[0]  # biases forgotten

@@ -41,7 +41,7 @@ from transformers import GPT2Config, GPT2LMHeadModel
 
 from course_lib import data, evaluation, memory, models, quant, scaling, training
 from course_lib import quant_layers as L
-from course_lib import chapter05, ptq, qat
+from course_lib import chapter05, finetuning, ptq, qat
 from course_lib.quant import QuantConfig
 
 HIDDEN = 64  # a multiple of 64: every group size used here (32, 64) divides every row
@@ -320,7 +320,7 @@ def test_finetune_trains_in_place_and_returns_the_history(tok, few):
     model = build(tok, hidden=32, context=64, seed=4)
     w = model.transformer.h[0].mlp.c_fc.weight.detach().clone()
     recipe = training.Recipe(steps=3, batch_size=2, seq_len=32, lr=1e-3, warmup_steps=1)
-    result = qat.finetune(model, "full", recipe, tok, texts=few, progress=False, cache=False)
+    result = finetuning.finetune(model, "full", recipe, tok, texts=few, progress=False, cache=False)
     assert result.label == "full" and result.model is model
     assert len(result.history) == recipe.steps and all(math.isfinite(h) for h in result.history)
     assert result.history == pytest.approx(
@@ -334,15 +334,15 @@ def test_finetune_caches_the_trained_parameters(monkeypatch, tmp_path, tok, few)
     a different recipe, label or starting state is a different key; a damaged file means training again."""
     monkeypatch.setenv("COURSE_LIB_CACHE", str(tmp_path))
     recipe = training.Recipe(steps=2, batch_size=2, seq_len=32, lr=1e-3, warmup_steps=1)
-    first = qat.finetune(build(tok, hidden=32, context=64, seed=4), "full", recipe, tok, texts=few,
+    first = finetuning.finetune(build(tok, hidden=32, context=64, seed=4), "full", recipe, tok, texts=few,
                          progress=False)
-    path = qat.finetune_cache_path(build(tok, hidden=32, context=64, seed=4), "full", recipe, tok, few)
-    assert path.is_file() and path.parent == tmp_path / qat.CACHE_FOLDER
+    path = finetuning.finetune_cache_path(build(tok, hidden=32, context=64, seed=4), "full", recipe, tok, few)
+    assert path.is_file() and path.parent == tmp_path / finetuning.CACHE_FOLDER
 
     calls = []
     real_train = training.train
     monkeypatch.setattr(training, "train", lambda *a, **k: calls.append(1) or real_train(*a, **k))
-    second = qat.finetune(build(tok, hidden=32, context=64, seed=4), "full", recipe, tok, texts=few,
+    second = finetuning.finetune(build(tok, hidden=32, context=64, seed=4), "full", recipe, tok, texts=few,
                           progress=False)
     assert calls == []  # loaded, not trained
     assert second.history == first.history and second.seconds == first.seconds
@@ -351,16 +351,16 @@ def test_finetune_caches_the_trained_parameters(monkeypatch, tmp_path, tok, few)
 
     start = build(tok, hidden=32, context=64, seed=4)
     other_seed = build(tok, hidden=32, context=64, seed=5)
-    key = qat.finetune_cache_path(start, "full", recipe, tok, few)
-    assert qat.finetune_cache_path(other_seed, "full", recipe, tok, few) != key
-    assert qat.finetune_cache_path(start, "QLoRA", recipe, tok, few) != key
-    assert qat.finetune_cache_path(start, "full", training.Recipe(steps=3, batch_size=2, seq_len=32, lr=1e-3,
+    key = finetuning.finetune_cache_path(start, "full", recipe, tok, few)
+    assert finetuning.finetune_cache_path(other_seed, "full", recipe, tok, few) != key
+    assert finetuning.finetune_cache_path(start, "QLoRA", recipe, tok, few) != key
+    assert finetuning.finetune_cache_path(start, "full", training.Recipe(steps=3, batch_size=2, seq_len=32, lr=1e-3,
                                                                   warmup_steps=1), tok, few) != key
-    assert qat.finetune_cache_path(start, "full", recipe, tok, few[:-1]) != key
-    assert qat.state_fingerprint(start) == qat.state_fingerprint(build(tok, hidden=32, context=64, seed=4))
+    assert finetuning.finetune_cache_path(start, "full", recipe, tok, few[:-1]) != key
+    assert finetuning.state_fingerprint(start) == finetuning.state_fingerprint(build(tok, hidden=32, context=64, seed=4))
 
     path.write_bytes(b"damaged")
-    third = qat.finetune(build(tok, hidden=32, context=64, seed=4), "full", recipe, tok, texts=few,
+    third = finetuning.finetune(build(tok, hidden=32, context=64, seed=4), "full", recipe, tok, texts=few,
                          progress=False)
     assert calls == [1] and third.history == pytest.approx(first.history)
 
@@ -371,13 +371,13 @@ def test_finetune_cache_keeps_only_the_adapters_of_a_lora_model(monkeypatch, tmp
     monkeypatch.setenv("COURSE_LIB_CACHE", str(tmp_path))
     recipe = training.Recipe(steps=2, batch_size=2, seq_len=32, lr=1e-2, warmup_steps=1)
     base = build(tok, hidden=64, context=64, seed=4)
-    first = qat.finetune(lora.add_lora(base, rank=2, alpha=4), "LoRA", recipe, tok, texts=few, progress=False)
-    (path,) = (tmp_path / qat.CACHE_FOLDER).iterdir()
+    first = finetuning.finetune(lora.add_lora(base, rank=2, alpha=4), "LoRA", recipe, tok, texts=few, progress=False)
+    (path,) = (tmp_path / finetuning.CACHE_FOLDER).iterdir()
     from safetensors.torch import load_file
 
     saved = load_file(str(path))
     assert saved and all(".lora_a" in k or ".lora_b" in k for k in saved)
-    second = qat.finetune(lora.add_lora(base, rank=2, alpha=4), "LoRA", recipe, tok, texts=few, progress=False)
+    second = finetuning.finetune(lora.add_lora(base, rank=2, alpha=4), "LoRA", recipe, tok, texts=few, progress=False)
     ids = torch.randint(0, len(tok), (2, 16), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         assert torch.equal(first.model(ids).logits, second.model(ids).logits)

@@ -59,3 +59,27 @@ def test_chapter_5_renders_its_tables_and_plots_offline(offline_page, book_serve
     for i in range(images.count()):
         assert images.nth(i).evaluate("img => img.complete && img.naturalWidth > 300"), i
     assert all("badge" in url for url in page.blocked), page.blocked
+
+
+def test_chapter_6_renders_its_checks_tables_and_plots_offline(offline_page, book_server):
+    page = offline_page
+    page.goto(f"{book_server}/notebooks/06_pruning.html")
+    text = page.locator("main").inner_text()
+    # The cross-checks against torch.nn.utils.prune ran when the book was built, and all passed.
+    for check in ("same as torch's l1_unstructured: True", "same as torch's global_unstructured: True",
+                  "same as torch's ln_structured on the units' weights: True",
+                  "smaller model's logits equal the masked model's: True",
+                  "gives the same logits as masking them: True"):
+        assert check in text, check
+    # The sweep, the bytes on disk and the timings are tables with their titles.
+    for title in ("Test perplexity (dense model:", "The block weight matrices, saved as safetensors",
+                  "speed-up = the dense product's best time"):
+        assert title in text, title
+    assert page.locator("main table").count() >= 6
+    # The per-matrix sparsity bars and the sweep plot are images that loaded.
+    images = page.locator(".cell_output img")
+    assert images.count() >= 2
+    for i in range(images.count()):
+        assert images.nth(i).evaluate("img => img.complete && img.naturalWidth > 300"), i
+    assert "Pruning lab" in page.locator("nav").first.inner_text()
+    assert all("badge" in url for url in page.blocked), page.blocked
