@@ -271,19 +271,9 @@ def _hessian_of(columns: int, inputs: torch.Tensor | None, hessian: torch.Tensor
 
 def _round_column(w: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor | None,
                   bits: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Codes (uint8) and decoded values (float32) of one column with given scales: chapter 5's rule.
-
-    The same arithmetic as ``quant._quantize_codes`` and ``QTensor.dequantize``: round half to even
-    of ``x * (1 / scale)``, clamped to the grid, then ``(code - zero) * scale``.
-    """
-    x = w.float() * (1.0 / scale)
-    if zero is None:  # absmax: codes -qmax..qmax, stored shifted by 2**(bits-1)
-        qmax = (1 << (bits - 1)) - 1
-        code = torch.clamp(torch.round(x), -qmax, qmax) + (1 << (bits - 1))
-        return code.to(torch.uint8), (code - float(1 << (bits - 1))) * scale
-    z = zero.float()
-    code = torch.clamp(torch.round(x) + z, 0, (1 << bits) - 1)
-    return code.to(torch.uint8), (code - z) * scale
+    """Codes (uint8) and decoded values (float32) of one column: chapter 5's rounding rule."""
+    code = quant._encode(w.float(), scale, zero, bits)
+    return code, quant._decode(code, scale, zero, bits)
 
 
 def _grid(weights: torch.Tensor, config: QuantConfig) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
+from transformers.pytorch_utils import Conv1D
 
 from course_lib import finetuning, training
+from course_lib.quant_layers import weight_matrix
 from course_lib.tables import Table
 
 if TYPE_CHECKING:
@@ -63,10 +65,6 @@ def check_sparsity(sparsity: float) -> float:
     return float(sparsity)
 
 
-def _is_conv1d(module: nn.Module) -> bool:
-    return type(module).__name__ == "Conv1D"  # transformers' GPT-2 layer: weight [in, out], y = x W + b
-
-
 def prunable_modules(model: nn.Module) -> dict[str, nn.Module]:
     """The linear layers that pruning acts on, by module name: every one inside the transformer blocks.
 
@@ -76,7 +74,7 @@ def prunable_modules(model: nn.Module) -> dict[str, nn.Module]:
     Chapter 6, *Pruning lab*.
     """
     found = {name: m for name, m in model.named_modules()
-             if (_is_conv1d(m) or isinstance(m, nn.Linear)) and "lm_head" not in name}
+             if isinstance(m, (nn.Linear, Conv1D)) and "lm_head" not in name}
     if not found:
         raise ValueError(f"{type(model).__name__} has no linear layers to prune (it needs nn.Linear or "
                          "transformers' Conv1D layers, as GPT-2 and most transformers have).")
@@ -89,12 +87,6 @@ def prunable_weights(model: nn.Module) -> dict[str, nn.Parameter]:
     Chapter 6, *Pruning lab*.
     """
     return {f"{name}.weight": m.weight for name, m in prunable_modules(model).items()}
-
-
-def _out_in(model: nn.Module, name: str, tensor: torch.Tensor) -> torch.Tensor:
-    """``tensor`` (shaped like the weight ``name``) seen as [out features, in features]."""
-    module = model.get_submodule(name.removesuffix(".weight"))
-    return tensor.t() if _is_conv1d(module) else tensor
 
 
 def _check_finite(name: str, w: torch.Tensor) -> None:
@@ -224,13 +216,14 @@ def wanda_masks(model: nn.Module, sparsity: float, norms: Mapping[str, torch.Ten
     Chapter 6, *Pruning lab*.
     """
     masks = {}
-    for name, w in prunable_weights(model).items():
+    for module_name, module in prunable_modules(model).items():
+        name, w = f"{module_name}.weight", weight_matrix(module).detach()  # [out, in]
         if name not in norms:
             raise ValueError(f"no input norms for {name}: compute them with input_norms(model, batches).")
         _check_finite(name, w)
-        scores = _out_in(model, name, w.detach()).abs() * norms[name].to(w.device)[None, :]
+        scores = w.abs() * norms[name].to(w.device)[None, :]
         keep = row_mask(scores, sparsity) if n_m is None else n_m_mask(scores, *n_m)
-        masks[name] = _out_in(model, name, keep)
+        masks[name] = keep.t() if isinstance(module, Conv1D) else keep  # the weight's own layout
     return masks
 
 

@@ -329,22 +329,39 @@ def _round_scale(scale: torch.Tensor, config: QuantConfig) -> torch.Tensor:
     return stored
 
 
+def _encode(x: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor | None, bits: int) -> torch.Tensor:
+    """Integer codes (uint8) of ``x`` on the grid of ``scale`` and ``zero`` (None: absmax), broadcast.
+
+    The one rounding rule of the library: round half to even of ``x * (1 / scale)``, clamped to the
+    grid; absmax codes -qmax..qmax are stored shifted by 2**(bits - 1). GPTQ rounds with it too.
+    """
+    x = torch.round(x * (1.0 / scale))
+    if zero is None:
+        qmax = (1 << (bits - 1)) - 1
+        return (torch.clamp(x, -qmax, qmax) + (1 << (bits - 1))).to(torch.uint8)
+    return torch.clamp(x + zero.float(), 0, (1 << bits) - 1).to(torch.uint8)
+
+
+def _decode(codes: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor | None, bits: int) -> torch.Tensor:
+    """The values (float32) that integer ``codes`` stand for: ``(code - zero) * scale``, broadcast."""
+    offset = zero.float() if zero is not None else float(1 << (bits - 1))
+    return (codes.float() - offset) * scale
+
+
 def _quantize_codes(x: torch.Tensor, config: QuantConfig) -> Codes:
     rows, groups, size = geometry(tuple(x.shape), config)
     g = x.detach().float().reshape(rows, groups, size)
     if config.scheme == "absmax":
         qmax = (1 << (config.bits - 1)) - 1
         scale = _round_scale(g.abs().amax(-1) / qmax, config)
-        q = torch.clamp(torch.round(g * (1.0 / scale)[..., None]), -qmax, qmax)
-        return Codes((q + (1 << (config.bits - 1))).to(torch.uint8), scale, None)
+        return Codes(_encode(g, scale[..., None], None, config.bits), scale, None)
     if config.scheme == "zeropoint":
         top = (1 << config.bits) - 1
         lo = torch.clamp(g.amin(-1), max=0.0)
         hi = torch.clamp(g.amax(-1), min=0.0)
         scale = _round_scale((hi - lo) / top, config)
         zero = torch.clamp(-torch.round(lo / scale), 0, top)
-        q = torch.clamp(torch.round(g * (1.0 / scale)[..., None]) + zero[..., None], 0, top)
-        return Codes(q.to(torch.uint8), scale, zero.to(torch.uint8))
+        return Codes(_encode(g, scale[..., None], zero[..., None], config.bits), scale, zero.to(torch.uint8))
     # NF4: nearest of 16 levels after dividing each block by its absmax (float32 scales).
     absmax = g.abs().amax(-1)
     absmax = torch.where(absmax > 0, absmax, torch.ones_like(absmax))
@@ -356,8 +373,8 @@ def _quantize_codes(x: torch.Tensor, config: QuantConfig) -> Codes:
 def _dequantize_codes(c: Codes, config: QuantConfig) -> torch.Tensor:
     if config.scheme == "nf4":
         return _NF4.to(c.codes.device)[c.codes.long()] * c.scale[..., None]
-    offset = c.zero[..., None].float() if c.zero is not None else float(1 << (config.bits - 1))
-    return (c.codes.float() - offset) * c.scale[..., None]
+    zero = c.zero[..., None] if c.zero is not None else None
+    return _decode(c.codes, c.scale[..., None], zero, config.bits)
 
 
 def _double_quantize(scale: torch.Tensor, block: int = DQ_BLOCK) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

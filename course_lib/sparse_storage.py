@@ -20,7 +20,6 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from safetensors import safe_open
@@ -29,6 +28,7 @@ from safetensors.torch import save_file
 from course_lib.checks import choice, positive
 from course_lib.hardware import _device, interleaved_times
 from course_lib.prune import check_sparsity, magnitude_mask, n_m_mask
+from course_lib.quant import pack_bits, unpack_bits
 from course_lib.tables import Table
 
 __all__ = [
@@ -106,22 +106,20 @@ def _csr_parts(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
 
 def _from_csr_parts(values: torch.Tensor, cols: torch.Tensor, crow: torch.Tensor, shape: torch.Tensor
                     ) -> torch.Tensor:  # fmt: skip
-    rows, n = shape.tolist()
-    out = torch.zeros(rows, n, dtype=values.dtype)
-    # Row i's nonzeros are values[crow[i]:crow[i + 1]], in the columns cols[crow[i]:crow[i + 1]].
-    out[torch.repeat_interleave(torch.arange(rows), crow.long().diff()), cols.long()] = values
-    return out
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        csr = torch.sparse_csr_tensor(crow.long(), cols.long(), values, size=tuple(shape.tolist()))
+        return csr.to_dense()
 
 
 def _bitmask_parts(t: torch.Tensor) -> tuple[torch.Tensor, ...]:
     mask = (t != 0).flatten()
-    bits = torch.from_numpy(np.packbits(mask.numpy(), bitorder="little"))
-    return bits, t.flatten()[mask], torch.tensor(t.shape, dtype=torch.int64)
+    return pack_bits(mask.to(torch.uint8), 1), t.flatten()[mask], torch.tensor(t.shape, dtype=torch.int64)
 
 
 def _from_bitmask_parts(bits: torch.Tensor, values: torch.Tensor, shape: torch.Tensor) -> torch.Tensor:
     numel = math.prod(shape.tolist())
-    mask = torch.from_numpy(np.unpackbits(bits.numpy(), count=numel, bitorder="little").astype(bool))
+    mask = unpack_bits(bits, 1, numel).bool()
     if int(mask.sum()) != values.numel():
         raise ValueError(f"the bitmask marks {int(mask.sum())} nonzeros but holds {values.numel()} values")
     out = torch.zeros(numel, dtype=values.dtype)
@@ -156,7 +154,8 @@ def to_bitmask(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Every 2-D floating tensor of ``state`` as a bitmask and its nonzeros; the others kept as they are.
 
     ``name`` becomes ``name.bitmask`` (uint8, one bit per element, 8 to a byte, element i in bit
-    i % 8 of byte i // 8: ``numpy.packbits(..., bitorder="little")``), ``name.values`` (the
+    i % 8 of byte i // 8: chapter 5's ``quant.pack_bits(..., 1)``, the layout of
+    ``numpy.packbits(..., bitorder="little")``), ``name.values`` (the
     nonzeros in row-major order) and ``name.shape`` (int64). -0.0 counts as a zero and
     :func:`from_bitmask` gives it back as +0.0; NaN is kept as a value.
 
