@@ -1,6 +1,6 @@
 """Exercises with checking functions: each compares a learner's answer with one the library computes.
 
-Every chapter ends with them (``chapter01`` ... ``chapter06``).
+Every chapter ends with them (``chapter01`` ... ``chapter07``).
 """
 
 from __future__ import annotations
@@ -323,5 +323,50 @@ chapter06 = SimpleNamespace(
         unit="parameters",
         rel_tol=0,
         hint="Each unit takes its incoming column (768), its bias (1) and its outgoing row (768).",
+    ),
+)
+
+
+def _feedback_update(w: tuple[float, float], step: float, hinv: tuple[tuple[float, float], ...]) -> float:
+    """GPTQ's error feedback on a row of two weights: w2 after w1 is rounded, in the library's Cholesky form."""
+    import torch
+
+    u = torch.linalg.cholesky(torch.tensor(hinv, dtype=torch.float64), upper=True)  # H^-1 = U^T U
+    error = w[0] - round(w[0] / step) * step
+    return float(w[1] - error / u[0, 0] * u[0, 1])  # = w2 - error / [H^-1]_11 x [H^-1]_12
+
+
+def _gpus_for_weights(n_params: float, config: str, capacity: int) -> float:
+    """How many devices of ``capacity`` bytes hold ``n_params`` weights stored under ``config``."""
+    bits = quant.bits_per_value((4096, 4096), config)
+    return float(math.ceil(n_params * bits / 8 / capacity))
+
+
+#: Chapter 7, "GPTQ lab".
+chapter07 = SimpleNamespace(
+    q1=Exercise(
+        "GPTQ keeps one Hessian H = 2 X X^T per linear layer. For a layer with 4096 inputs and 11008 outputs, "
+        "calibrated on 128 x 2048 tokens, how many bytes does H take in FP32?",
+        lambda: 4096 * 4096 * 4,
+        unit="bytes",
+        rel_tol=0,
+        hint="H is inputs x inputs: it depends neither on the outputs nor on the number of calibration tokens.",
+    ),
+    q2=Exercise(
+        "A row of two weights w = (0.30, 0.50) is quantized on a grid of step 0.25 (levels ..., 0.25, 0.50, ...). "
+        "The inverse Hessian is [[2, 1], [1, 2]]. GPTQ rounds w1 first. What value does w2 hold just before "
+        "it is rounded?",
+        lambda: _feedback_update((0.30, 0.50), 0.25, ((2.0, 1.0), (1.0, 2.0))),
+        rel_tol=1e-9,
+        hint="w1 rounds to 0.25, an error of 0.05; w2 moves by -0.05 / [H^-1]_11 x [H^-1]_12 = -0.05 / 2 x 1.",
+    ),
+    q3=Exercise(
+        "A 70B-parameter model is stored with GPTQ at 4 bits in groups of 128 (an FP16 scale and a 4-bit zero "
+        "point per group; count every parameter at that rate). How many GPUs of 24 GiB does it take just to "
+        "hold the weights?",
+        lambda: _gpus_for_weights(70e9, "int4-g128", 24 * memory.GIB),
+        unit="GPUs",
+        rel_tol=0,
+        hint="4.15625 bits per weight: 70e9 x 4.15625 / 8 bytes, about 36.4 GB, against 24 x 2^30 bytes per GPU.",
     ),
 )

@@ -79,7 +79,7 @@ class GPTQConfig:
     as a fraction of the mean diagonal of H, ``act_order`` quantizes columns by decreasing
     ``diag(H)``, ``static_groups`` fixes every group's scale from the original weights up front.
 
-    Used by the library's other modules.
+    Chapter 7, *GPTQ lab*.
     """
 
     bits: int = 4
@@ -154,7 +154,7 @@ class HessianAccumulator:
     depend on that scale (the dampening is relative to mean diag H). Float32 by default: H only
     needs to be accurate to the dampening, 1 % of its diagonal.
 
-    Used by the library's other modules.
+    Chapter 7, *GPTQ lab*.
     """
 
     def __init__(self, in_features: int, dtype: torch.dtype = torch.float32) -> None:
@@ -208,7 +208,7 @@ class GPTQResult:
     quantized (None without act-order). Column ``j`` decodes as
     ``(codes[:, j] - zero[:, g_idx[j]]) * scale[:, g_idx[j]]``.
 
-    Used by the library's other modules.
+    Chapter 7, *GPTQ lab*.
     """
 
     weight: torch.Tensor
@@ -305,7 +305,7 @@ def gptq_quantize_layer(weight: torch.Tensor, inputs: torch.Tensor | None = None
     Follows the paper's Algorithm 1 (see the module docstring); everything runs on the weight's
     device, in float32 (float64 if the weight is float64: H too), and rounds as chapter 5 does.
 
-    Used by the library's other modules.
+    Chapter 7, *GPTQ lab*.
     """
     config = config or GPTQConfig()
     if not isinstance(config, GPTQConfig):
@@ -389,7 +389,7 @@ def gptq_quantize_layer(weight: torch.Tensor, inputs: torch.Tensor | None = None
 def rtn_quantize_layer(weight: torch.Tensor, config: GPTQConfig | None = None) -> torch.Tensor:
     """The round-to-nearest baseline: chapter 5's ``quantize_dequantize`` on the same grid as ``config``.
 
-    Used by the library's other modules.
+    Chapter 7, *GPTQ lab*.
     """
     config = config or GPTQConfig()
     weight = _check_weight(weight)
@@ -400,7 +400,7 @@ def rtn_quantize_layer(weight: torch.Tensor, config: GPTQConfig | None = None) -
 def layer_error(weight: torch.Tensor, q_weight: torch.Tensor, inputs: torch.Tensor) -> float:
     """The layer-wise objective, relative: ``||W X - Ŵ X||² / ||W X||²`` over ``inputs`` [n, in].
 
-    Used by the library's other modules.
+    Chapter 7, *GPTQ lab*.
     """
     weight, q_weight = _check_weight(weight), quant.check_tensor(q_weight, "q_weight")
     if tuple(q_weight.shape) != tuple(weight.shape):
@@ -422,7 +422,7 @@ def quant_linear(module: nn.Module, result: GPTQResult) -> QuantLinear:
 
     ``module`` is the ``nn.Linear`` or GPT-2 ``Conv1D`` whose weight was quantized; its bias is kept.
 
-    Used by the library's other modules.
+    Chapter 7, *GPTQ lab*.
     """
     if not isinstance(module, (nn.Linear, Conv1D)):
         raise ValueError(f"GPTQ quantizes nn.Linear and transformers' Conv1D layers, not "
@@ -485,7 +485,7 @@ def gptq_quantize_model(model: nn.Module, calibration_batches: Iterable[Any], co
     storage holds groups of consecutive columns only. The original model is not modified;
     ``save_quantized``, ``load_quantized`` and ``model_bytes`` work on the result.
 
-    Used by the library's other modules.
+    Chapter 7, *GPTQ lab*.
     """
     config = config or GPTQConfig()
     if not isinstance(config, GPTQConfig):

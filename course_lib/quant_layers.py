@@ -223,7 +223,7 @@ def quantize_model(model: nn.Module, config: QuantConfig | str, *, embeddings: b
 def quantized_layers(model: nn.Module) -> list[QuantizedWeight]:
     """The distinct quantized weights of a model (a tied weight once).
 
-    Chapter 5, *Quantization*.
+    Chapter 7, *GPTQ lab*.
     """
     seen: dict[int, QuantizedWeight] = {}
     for m in model.modules():
@@ -243,7 +243,7 @@ def model_bytes(model: nn.Module) -> int:
 def effective_bits(model: nn.Module) -> float:
     """Stored bits per weight over the quantized layers (codes plus scale overhead); 8 x bytes / values.
 
-    Chapter 5, *Quantization*.
+    Chapter 7, *GPTQ lab*.
     """
     layers = quantized_layers(model)
     if not layers:
@@ -258,7 +258,7 @@ def save_quantized(model: nn.Module, directory: str | os.PathLike[str]) -> Path:
     Shared tensors (a tied embedding and output layer) are written once. The quantization settings
     go into the safetensors header, so :func:`load_quantized` can rebuild the layers.
 
-    Chapter 5, *Quantization*.
+    Chapter 7, *GPTQ lab*.
     """
     from safetensors.torch import save_model
 
@@ -279,7 +279,7 @@ def save_quantized(model: nn.Module, directory: str | os.PathLike[str]) -> Path:
 def load_quantized(directory: str | os.PathLike[str]) -> nn.Module:
     """Load what :func:`save_quantized` wrote: build the architecture, the quantized layers, then the tensors.
 
-    Chapter 5, *Quantization*.
+    Chapter 7, *GPTQ lab*.
     """
     from safetensors import safe_open
     from safetensors.torch import load_model
@@ -305,7 +305,7 @@ def load_quantized(directory: str | os.PathLike[str]) -> nn.Module:
 def safetensors_bytes(model: nn.Module) -> int:
     """The size in bytes of the model's safetensors file (written to a temporary folder and measured).
 
-    Chapter 5, *Quantization*.
+    Chapter 7, *GPTQ lab*.
     """
     with tempfile.TemporaryDirectory() as tmp:
         return save_quantized(model, tmp).stat().st_size

@@ -79,3 +79,17 @@ def test_chapter06_answers_worked_by_hand():
     assert not chapter06.q2.feedback(0.4)[0]  # linear schedule
     assert chapter06.q3.feedback(1536 * (768 + 1 + 768))[0]
     assert not chapter06.q3.feedback(1536 * 768 * 2)[0]  # biases forgotten
+
+
+def test_chapter07_answers_worked_by_hand():
+    from course_lib.exercises import chapter07
+
+    assert chapter07.q1.feedback(4096 * 4096 * 4)[0]  # 64 MiB, whatever the outputs and tokens
+    assert not chapter07.q1.feedback(4096 * 4096 * 2)[0]  # FP16
+    assert not chapter07.q1.feedback(4096 * 11008 * 4)[0]  # the weight's size, not H's
+    assert chapter07.q2.feedback(0.50 - 0.05 / 2 * 1)[0]  # 0.475
+    assert not chapter07.q2.feedback(0.50)[0]  # no error feedback: round-to-nearest leaves w2 alone
+    assert not chapter07.q2.feedback(0.45)[0]  # the error not divided by [H^-1]_11
+    assert not chapter07.q2.feedback(0.525)[0]  # the wrong sign
+    assert chapter07.q3.feedback(2)[0]  # 70e9 x 4.15625 / 8 = 36.4e9 bytes > 24 GiB = 25.8e9
+    assert not chapter07.q3.feedback(1)[0]

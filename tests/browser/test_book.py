@@ -83,3 +83,27 @@ def test_chapter_6_renders_its_checks_tables_and_plots_offline(offline_page, boo
         assert images.nth(i).evaluate("img => img.complete && img.naturalWidth > 300"), i
     assert "Pruning lab" in page.locator("nav").first.inner_text()
     assert all("badge" in url for url in page.blocked), page.blocked
+
+
+def test_chapter_7_renders_its_checks_tables_and_plots_offline(offline_page, book_server):
+    page = offline_page
+    page.goto(f"{book_server}/notebooks/07_gptq.html")
+    text = page.locator("main").inner_text()
+    # The written-out loop matched the library, and the saved model came back the same.
+    for check in ("identical to gptq.gptq_quantize_layer's: True",
+                  "the same codes as blocks of 128: True", "identical logits after loading: True"):
+        assert check in text, check
+    # The library's core loop is shown on the page, with the paper's lines as comments.
+    assert "for i = 0, B, 2B, ..." in text
+    for title in ("relative squared errors", "layer error on held-out tokens",
+                  "The course model quantized (blocks only; test stories)", "GPTQ paper Table 3",
+                  "Calibration text from elsewhere", "Greedy generation of 64 tokens"):
+        assert title in text, title
+    assert page.locator("main table").count() >= 8
+    # The calibration and bit-width plots are images that loaded.
+    images = page.locator(".cell_output img")
+    assert images.count() >= 2
+    for i in range(images.count()):
+        assert images.nth(i).evaluate("img => img.complete && img.naturalWidth > 300"), i
+    assert "GPTQ lab" in page.locator("nav").first.inner_text()
+    assert all("badge" in url for url in page.blocked), page.blocked
