@@ -1,6 +1,6 @@
 """Exercises with checking functions: each compares a learner's answer with one the library computes.
 
-Every chapter ends with them (``chapter01`` ... ``chapter07``).
+Every chapter ends with them (``chapter01`` ... ``chapter08``).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from typing import Callable
 
 from course_lib import formats, memory, quant
+from course_lib.distributed import cost_model
 
 
 @dataclass
@@ -368,5 +369,34 @@ chapter07 = SimpleNamespace(
         unit="GPUs",
         rel_tol=0,
         hint="4.15625 bits per weight: 70e9 x 4.15625 / 8 bytes, about 36.4 GB, against 24 x 2^30 bytes per GPU.",
+    ),
+)
+
+
+chapter08 = SimpleNamespace(
+    q1=Exercise(
+        "A ring all-reduce sums 1 GB (1e9 bytes) of gradients over 8 ranks. How many bytes does each rank "
+        "send?",
+        lambda: cost_model.ring_allreduce_bytes(1e9, 8),
+        unit="bytes",
+        rel_tol=1e-9,
+        hint="2 (N - 1) chunks of S / N: 7 in the reduce-scatter, 7 in the all-gather, each 1e9 / 8 bytes.",
+    ),
+    q2=Exercise(
+        "A 7B-parameter model is trained with BF16 mixed precision and Adam, with DDP on 8 GPUs. How many GB "
+        "(1e9 bytes) of model states (weights, gradients, master weights, optimizer states) does each GPU hold?",
+        lambda: memory.training_memory(7e9, "bf16-mixed", "adam", gpus=8).model_states / 1e9,
+        unit="GB",
+        rel_tol=0.01,
+        hint="DDP copies everything to every GPU: 2 + 2 + 4 + 8 = 16 bytes per parameter, whatever the GPU count.",
+    ),
+    q3=Exercise(
+        "By the alpha-beta model (cost_model.ring_allreduce_time), how many seconds does a ring all-reduce of "
+        "14 GB (14e9 bytes) of gradients take over 8 GPUs linked by InfiniBand NDR, sent as one piece?",
+        lambda: cost_model.ring_allreduce_time(14e9, 8, cost_model.LINKS["InfiniBand NDR"]),
+        unit="s",
+        rel_tol=0.02,
+        hint="2 (N - 1) alpha + 2 (N - 1) / N x S / beta, with beta = 50e9 bytes/s per direction; "
+             "the latency term is tiny here.",
     ),
 )

@@ -13,11 +13,13 @@ weights whether it trained or loaded.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import itertools
 import json
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -117,6 +119,18 @@ def training_batches(
         yield objectives.objective_batch(kind, windows, tokenizer, g)
 
 
+def _steps(batches: Iterable[dict[str, torch.Tensor]], accumulate: int,
+           steps: int) -> Iterator[list[dict[str, torch.Tensor]]]:
+    """Group ``batches`` into ``steps`` lists of ``accumulate`` micro-batches each."""
+    source = iter(batches)
+    for step in range(steps):
+        group = list(itertools.islice(source, accumulate))
+        if len(group) < accumulate:
+            raise ValueError(f"the batches ran out at step {step}: training {steps} steps of "
+                             f"{accumulate} micro-batch(es) needs {steps * accumulate} batches.")
+        yield group
+
+
 def train(
     model: PreTrainedModel,
     kind: str,
@@ -124,6 +138,10 @@ def train(
     recipe: Recipe,
     *,
     texts: Sequence[str] | None = None,
+    batches: Iterable[dict[str, torch.Tensor]] | None = None,
+    accumulate: int = 1,
+    no_sync: bool = True,
+    on_step: Callable[[int, float, torch.optim.Optimizer], None] | None = None,
     progress: bool = True,
     desc: str | None = None,
 ) -> list[float]:
@@ -133,9 +151,18 @@ def train(
     the gradient norm, AdamW step with the recipe's learning rate for that step. The model is left
     in eval mode. ``torch.set_num_threads`` is left as the machine set it.
 
+    Chapter 8 trains with the same loop: ``model`` may be wrapped in ``DistributedDataParallel``,
+    ``batches`` replaces the seeded batches (each rank passes its own share), and ``accumulate``
+    micro-batches make one step, their losses divided by ``accumulate``; with ``no_sync`` (and a
+    model that has ``no_sync()``, as DDP does) the gradients are all-reduced only after the last
+    micro-batch. ``on_step(step, loss, optimizer)`` runs after each optimizer step, before the
+    gradients are cleared. The returned loss of a step is the mean of its micro-batches' losses.
+
     Chapter 1, *Pretraining objectives*.
     """
     kind = models.check_kind(kind)
+    if not isinstance(accumulate, int) or accumulate < 1:
+        raise ValueError(f"accumulate must be a whole number >= 1, got {accumulate!r}.")
     device = torch.device(recipe.device)
     model.to(device).train()
     trainable = [p for p in model.parameters() if p.requires_grad]  # frozen ones (LoRA) get no state
@@ -147,18 +174,28 @@ def train(
         lr=recipe.lr, betas=recipe.betas,
     )
     history: list[float] = []
-    bar = env.progress_bar(training_batches(kind, tokenizer, recipe, texts), recipe.steps,
-                    desc or f"training {kind}", progress)
-    for step, batch in enumerate(bar):
+    if batches is None:
+        batches = training_batches(kind, tokenizer, recipe, texts)
+    bar = env.progress_bar(_steps(batches, accumulate, recipe.steps), recipe.steps,
+                           desc or f"training {kind}", progress)
+    for step, micro_batches in enumerate(bar):
         for group in opt.param_groups:
             group["lr"] = recipe.lr_at(step)
-        batch = {k: v.to(device) for k, v in batch.items()}
-        loss = model(**batch).loss
-        loss.backward()
+        losses = []
+        for i, batch in enumerate(micro_batches):
+            batch = {k: v.to(device) for k, v in batch.items()}
+            last = i == len(micro_batches) - 1
+            skip_sync = no_sync and not last and hasattr(model, "no_sync")
+            with model.no_sync() if skip_sync else contextlib.nullcontext():
+                loss = model(**batch).loss
+                (loss / len(micro_batches)).backward()
+            losses.append(float(loss.item()))
         torch.nn.utils.clip_grad_norm_(trainable, recipe.clip)
         opt.step()
+        history.append(sum(losses) / len(losses))
+        if on_step is not None:
+            on_step(step, history[-1], opt)
         opt.zero_grad(set_to_none=True)
-        history.append(float(loss.item()))
         if step % 10 == 0 and hasattr(bar, "set_postfix"):
             bar.set_postfix(loss=f"{history[-1]:.3f}")
     if hasattr(bar, "close"):

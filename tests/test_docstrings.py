@@ -15,7 +15,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 import chapter_refs  # noqa: E402
 
-MODULES = sorted(m.name for m in pkgutil.iter_modules(course_lib.__path__) if not m.name.startswith("_"))
+MODULES = sorted(m.name.removeprefix("course_lib.")  # subpackages too: "distributed.ddp"
+                 for m in pkgutil.walk_packages(course_lib.__path__, "course_lib.")
+                 if not m.name.rpartition(".")[2].startswith("_"))
 
 
 def public_functions(module):
@@ -27,7 +29,7 @@ def public_functions(module):
 @pytest.mark.parametrize("name", MODULES)
 def test_module_docstring_names_its_chapter(name):
     doc = importlib.import_module(f"course_lib.{name}").__doc__ or ""
-    assert re.search(r"[Cc]hapters? \d|[Ee]very chapter", doc), f"course_lib/{name}.py: say which chapter teaches it"
+    assert re.search(r"[Cc]hapters? \d|[Ee]very chapter", doc), f"course_lib.{name}: say which chapter teaches it"
 
 
 @pytest.mark.parametrize("name", MODULES)

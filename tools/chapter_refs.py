@@ -25,7 +25,7 @@ NOTEBOOKS = ROOT / "notebooks"
 SKIP = {"__init__", "__main__", "_about"}
 LINE = re.compile(r"^(Chapters?|Used by) .*\.$")
 #: Modules that the notebooks use only through another module, and the chapter that teaches them.
-TAUGHT_IN = {"stories": 1}
+TAUGHT_IN = {"stories": 1, "traffic": 8}
 
 
 def chapters() -> dict[int, tuple[str, str]]:
@@ -45,7 +45,7 @@ def users(module: str, name: str, book: dict[int, tuple[str, str]]) -> list[int]
     found = []
     for number, (_, code) in book.items():
         dotted = re.search(rf"\b{module}\.{name}\b", code)
-        imported = re.search(rf"from course_lib\.{module} import [^\n]*\b{name}\b", code)
+        imported = re.search(rf"from course_lib(\.\w+)*\.{module} import [^\n]*\b{name}\b", code)
         if dotted or imported:
             found.append(number)
     return found
@@ -53,7 +53,7 @@ def users(module: str, name: str, book: dict[int, tuple[str, str]]) -> list[int]
 
 def module_users(module: str, book: dict[int, tuple[str, str]]) -> list[int]:
     """The chapters whose notebook code imports ``module`` at all."""
-    pattern = rf"(from course_lib import [^\n]*\b{module}\b|course_lib\.{module}\b)"
+    pattern = rf"(from course_lib(\.\w+)* import [^\n]*\b{module}\b|course_lib\.(\w+\.)*{module}\b)"
     return [n for n, (_, code) in book.items() if re.search(pattern, code)]
 
 
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     book = chapters()
     stale_all = []
-    for path in sorted(PACKAGE.glob("*.py")):
+    for path in sorted(PACKAGE.rglob("*.py")):  # subpackages too (course_lib/distributed/)
         if path.stem in SKIP or (args.modules and path.stem not in args.modules):
             continue
         text, stale = rewrite(path, book)

@@ -5,6 +5,14 @@ import pytest
 pytestmark = pytest.mark.browser
 
 
+def assert_images_loaded(page, at_least: int) -> None:
+    """At least ``at_least`` output images on the page, every one of them loaded and drawn."""
+    images = page.locator(".cell_output img")
+    assert images.count() >= at_least
+    for i in range(images.count()):
+        assert images.nth(i).evaluate("img => img.complete && img.naturalWidth > 300"), i
+
+
 def test_chapter_2_renders_offline(offline_page, book_server):
     page = offline_page
     missing = []
@@ -36,6 +44,7 @@ def test_landing_page_lists_chapters(offline_page, book_server):
     assert link.get_attribute("href").endswith("notebooks/02_memory_wall.html")
     assert "Open in Colab" in page.content()
     assert "Sharding with ZeRO and FSDP (planned)" in page.locator("main").inner_text()
+    assert page.locator("a", has_text="Data parallelism with DDP").count() >= 1
 
 
 def test_chapter_5_renders_its_tables_and_plots_offline(offline_page, book_server):
@@ -54,10 +63,7 @@ def test_chapter_5_renders_its_tables_and_plots_offline(offline_page, book_serve
     assert "Part II: Making models smaller" in page.locator("nav").first.inner_text() or \
         "Making models smaller" in page.content()
     # Every plot is an image that loaded (number line, error vs bits, histograms, NF4 levels, size vs perplexity).
-    images = page.locator(".cell_output img")
-    assert images.count() >= 5
-    for i in range(images.count()):
-        assert images.nth(i).evaluate("img => img.complete && img.naturalWidth > 300"), i
+    assert_images_loaded(page, 5)
     assert all("badge" in url for url in page.blocked), page.blocked
 
 
@@ -77,10 +83,7 @@ def test_chapter_6_renders_its_checks_tables_and_plots_offline(offline_page, boo
         assert title in text, title
     assert page.locator("main table").count() >= 6
     # The per-matrix sparsity bars and the sweep plot are images that loaded.
-    images = page.locator(".cell_output img")
-    assert images.count() >= 2
-    for i in range(images.count()):
-        assert images.nth(i).evaluate("img => img.complete && img.naturalWidth > 300"), i
+    assert_images_loaded(page, 2)
     assert "Pruning lab" in page.locator("nav").first.inner_text()
     assert all("badge" in url for url in page.blocked), page.blocked
 
@@ -101,9 +104,28 @@ def test_chapter_7_renders_its_checks_tables_and_plots_offline(offline_page, boo
         assert title in text, title
     assert page.locator("main table").count() >= 8
     # The calibration and bit-width plots are images that loaded.
-    images = page.locator(".cell_output img")
-    assert images.count() >= 2
-    for i in range(images.count()):
-        assert images.nth(i).evaluate("img => img.complete && img.naturalWidth > 300"), i
+    assert_images_loaded(page, 2)
     assert "GPTQ lab" in page.locator("nav").first.inner_text()
+    assert all("badge" in url for url in page.blocked), page.blocked
+
+
+def test_chapter_8_renders_its_runs_tables_and_plots_offline(offline_page, book_server):
+    page = offline_page
+    page.goto(f"{book_server}/notebooks/08_ddp.html")
+    text = page.locator("main").inner_text()
+    # The DDP runs, the ring and the accumulation checks ran when the book was built.
+    for check in ("the two ranks hold bit-identical parameters after every step: True",
+                  "whole numbers equal: True", "both ranks hold 0 + 1 = 1.0"):
+        assert check in text, check
+    for title in ("After every step: loss and parameter checksum per rank",
+                  "Ring all-reduce over 3 ranks", "gradient buckets, in the order they were reduced",
+                  "DDP with accumulation against one process on the whole batch",
+                  "Training the course GPT-2 on this machine",
+                  "Model states in bytes: every rank holds all of them"):
+        assert title in text, title
+    # The crashing rank's traceback is on the page, with its rank in front and no machine path.
+    assert "[rank 1] ValueError: rank 1 fails on purpose" in text
+    assert "/work/" not in text and "site-packages" not in text
+    assert_images_loaded(page, 2)
+    assert "Part III" in page.locator("nav").first.inner_text()
     assert all("badge" in url for url in page.blocked), page.blocked

@@ -1,0 +1,16 @@
+"""Part III, *Beyond one GPU* (chapters 8 and 9): real ``torch.distributed`` on CPU processes (gloo) or GPUs (NCCL).
+
+* :mod:`~course_lib.distributed.launch`: start N worker processes as ``torchrun`` does, from a
+  notebook (free port, rank-prefixed output, a timeout, no orphans), and join the process group
+  inside a worker, whether ``launch`` or ``torchrun`` started it.
+* :mod:`~course_lib.distributed.ring`: the ring all-reduce written with send and receive, and its
+  traffic per rank.
+* :mod:`~course_lib.distributed.traffic`: a DDP communication hook that counts the buckets, the
+  bytes and the timings of every all-reduce.
+* :mod:`~course_lib.distributed.ddp`: data-parallel training of the course's GPT-2 with
+  ``DistributedDataParallel``, through the course's one training loop; also a script for torchrun.
+* :mod:`~course_lib.distributed.cost_model`: the alpha-beta model of communication and the links
+  of real machines, to predict how data parallelism scales on GPUs.
+
+The modules import ``torch.distributed`` only; nothing here needs a GPU.
+"""

@@ -1,0 +1,203 @@
+"""The alpha-beta cost model of chapter 8: ring all-reduce time and traffic, the DDP step model,
+the links' cited figures, and the table and plot built on them."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from course_lib.distributed import cost_model as cm
+from course_lib.distributed.cost_model import LINKS, Link
+
+BIB = Path(__file__).resolve().parents[1] / "book" / "references.bib"
+BIB_TEXT = BIB.read_text(encoding="utf-8")
+BIB_KEYS = set(re.findall(r"^@\w+\{([^,\s]+),", BIB_TEXT, re.MULTILINE))
+
+NVLINK4 = LINKS["NVLink 4 (H100)"]
+FAST = Link("very fast", bandwidth=1e30, latency=0.0, source="nccl_docs")
+
+
+# --- ring all-reduce -----------------------------------------------------------------------------
+
+def test_one_rank_costs_nothing():
+    assert cm.ring_allreduce_time(1e9, 1, NVLINK4) == 0
+    assert cm.ring_allreduce_bytes(1e9, 1) == 0
+
+
+def test_ring_time_by_hand():
+    link = Link("toy", bandwidth=1e9, latency=1e-6, source="nccl_docs")
+    # N = 4: 6 steps of 1 us, and 2 * 3/4 * 8e6 bytes at 1 GB/s = 12 ms.
+    assert cm.ring_allreduce_time(8e6, 4, link) == pytest.approx(6e-6 + 12e-3)
+    by_name = cm.ring_allreduce_time(8e6, 4, "NVLink 4 (H100)")
+    assert by_name == cm.ring_allreduce_time(8e6, 4, NVLINK4)
+
+
+def test_bandwidth_term_tends_to_twice_the_tensor_over_bandwidth():
+    no_latency = Link("no latency", bandwidth=100e9, latency=0.0, source="nccl_docs")
+    size = 1e9
+    limit = 2 * size / no_latency.bandwidth
+    times = [cm.ring_allreduce_time(size, n, no_latency) for n in (2, 8, 64, 4096)]
+    assert times == sorted(times) and all(t < limit for t in times)
+    assert times[0] == pytest.approx(limit / 2)
+    assert times[-1] == pytest.approx(limit, rel=1e-3)
+
+
+def test_latency_term_grows_linearly_with_ranks():
+    empty = [cm.ring_allreduce_time(0, n, NVLINK4) for n in (2, 3, 9)]
+    assert empty == pytest.approx([2 * k * NVLINK4.latency for k in (1, 2, 8)])
+
+
+@pytest.mark.parametrize("n, factor", [(1, 0), (2, 1), (4, 1.5), (8, 1.75), (16, 1.875)])
+def test_ring_bytes_examples(n, factor):
+    assert cm.ring_allreduce_bytes(1000, n) == pytest.approx(factor * 1000)
+
+
+@settings(max_examples=200, deadline=None)
+@given(size=st.integers(0, 10**12), n=st.integers(1, 10_000))
+def test_ring_bytes_formula(size, n):
+    sent = cm.ring_allreduce_bytes(size, n)
+    assert sent == pytest.approx(2 * (n - 1) / n * size)
+    assert 0 <= sent < 2 * size or size == 0
+
+
+# --- the DDP step --------------------------------------------------------------------------------
+
+@settings(max_examples=200, deadline=None)
+@given(compute=st.floats(1e-4, 10), grad=st.floats(0, 1e11), n=st.integers(1, 4096),
+       link=st.sampled_from(sorted(LINKS)), overlap=st.floats(0, 1))
+def test_efficiency_at_most_one_and_exposed_at_most_communication(compute, grad, n, link, overlap):
+    s = cm.data_parallel_step(compute, grad, n, link, overlap=overlap)
+    assert 0 < s.efficiency <= 1
+    assert s.speedup == pytest.approx(n * s.efficiency)
+    assert 0 <= s.exposed <= s.communication * (1 + 1e-12)
+    assert s.step == pytest.approx(s.compute + s.exposed)
+
+
+def test_single_gpu_is_the_baseline():
+    s = cm.data_parallel_step(0.2, 4e9, 1, "InfiniBand HDR")
+    assert (s.communication, s.exposed, s.efficiency, s.speedup) == (0, 0, 1, 1)
+
+
+def test_huge_bandwidth_scales_perfectly():
+    s = cm.data_parallel_step(0.1, 4e9, 512, FAST)
+    assert s.efficiency == pytest.approx(1) and s.speedup == pytest.approx(512)
+
+
+def test_without_overlap_everything_is_exposed():
+    s = cm.data_parallel_step(0.1, 1e9, 8, "PCIe 4.0 x16", overlap=0)
+    assert s.exposed == pytest.approx(s.communication)
+    # 40 buckets of 25 MiB (the last one smaller), each a ring all-reduce paying its own latency.
+    buckets = -(-1e9 // cm.DDP_BUCKET_BYTES)
+    link = LINKS["PCIe 4.0 x16"]
+    expected = buckets * 14 * link.latency + 1.75 * 1e9 / link.bandwidth
+    assert s.communication == pytest.approx(expected)
+
+
+def test_long_compute_hides_all_but_the_last_bucket():
+    s = cm.data_parallel_step(100.0, 1e9, 8, NVLINK4)
+    assert s.exposed == pytest.approx(cm.ring_allreduce_time(cm.DDP_BUCKET_BYTES, 8, NVLINK4))
+    small = cm.data_parallel_step(100.0, 1e9, 8, NVLINK4, bucket_bytes=1e3)
+    assert small.exposed == pytest.approx(cm.ring_allreduce_time(1e3, 8, NVLINK4))
+    assert small.exposed < 1e-4 and small.efficiency > 0.999999
+
+
+def test_short_compute_exposes_the_rest():
+    # 10 ms of compute, 1 GB of gradients on PCIe 4.0: communication far exceeds what hides.
+    s = cm.data_parallel_step(0.01, 1e9, 8, "PCIe 4.0 x16")
+    last = cm.ring_allreduce_time(cm.DDP_BUCKET_BYTES, 8, "PCIe 4.0 x16")
+    assert s.exposed == pytest.approx(s.communication - 2 / 3 * 0.01)
+    assert s.exposed > last and s.efficiency < 0.2
+
+
+def test_faster_links_scale_better():
+    order = ["Ethernet 100G", "InfiniBand HDR", "PCIe 4.0 x16", "InfiniBand NDR", "PCIe 5.0 x16",
+             "NVLink 3 (A100)", "NVLink 4 (H100)"]
+    eff = [cm.data_parallel_step(0.05, 2e9, 16, name).efficiency for name in order]
+    assert eff == sorted(eff)
+
+
+# --- the links -----------------------------------------------------------------------------------
+
+def test_link_figures_match_the_datasheets():
+    per_direction = {  # bytes per second that one GPU sends (half of a "both directions" figure)
+        "PCIe 4.0 x16": 64e9 / 2,     # A100 datasheet: PCIe Gen4 64 GB/s
+        "PCIe 5.0 x16": 128e9 / 2,    # H100 datasheet: PCIe Gen5 128 GB/s
+        "NVLink 3 (A100)": 600e9 / 2,  # A100 SXM: 600 GB/s
+        "NVLink 4 (H100)": 900e9 / 2,  # H100 SXM: 900 GB/s
+        "InfiniBand HDR": 200e9 / 8,   # 200 Gb/s per port and direction
+        "InfiniBand NDR": 400e9 / 8,   # 400 Gb/s
+        "Ethernet 100G": 100e9 / 8,
+    }
+    assert {name: link.bandwidth for name, link in LINKS.items()} == per_direction
+    assert all(name == link.name for name, link in LINKS.items())
+
+
+def test_latencies_are_microseconds_and_explained():
+    for link in LINKS.values():
+        assert 1e-7 < link.latency < 1e-4, link.name
+        assert link.latency_source or "assumption" in link.note, link.name
+
+
+def test_every_source_is_in_the_bibliography():
+    for link in LINKS.values():
+        assert link.source in BIB_KEYS, (link.name, link.source)
+        assert not link.latency_source or link.latency_source in BIB_KEYS, link.name
+    for key in ("patarasuk2009allreduce", "nccl_docs", "pytorch_torchrun_docs"):
+        assert key in BIB_KEYS
+
+
+# --- bad inputs ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: cm.ring_allreduce_time(-1, 2, NVLINK4), "n_bytes must be a number of bytes >= 0"),
+    (lambda: cm.ring_allreduce_time(1, 0, NVLINK4), "world_size must be a whole number >= 1"),
+    (lambda: cm.ring_allreduce_bytes(1, 2.5), "world_size must be a whole number"),
+    (lambda: cm.ring_allreduce_bytes(float("nan"), 2), "n_bytes"),
+    (lambda: cm.ring_allreduce_bytes("1e9", 2), "n_bytes must be a number of bytes"),
+    (lambda: cm.ring_allreduce_time(1, 2, "NVLink 9"), "unknown link 'NVLink 9'; pass a Link"),
+    (lambda: cm.data_parallel_step(0, 1, 2, NVLINK4), "compute_seconds must be"),
+    (lambda: cm.data_parallel_step(0.1, -5, 2, NVLINK4), "grad_bytes must be"),
+    (lambda: cm.data_parallel_step(0.1, 1, 2, NVLINK4, overlap=1.5), "between 0 and 1"),
+    (lambda: cm.data_parallel_step(0.1, 1, 2, NVLINK4, bucket_bytes=0), "bucket_bytes must be > 0"),
+    (lambda: Link("bad", 0, 1e-6, "nccl_docs"), "bandwidth must be a positive number"),
+    (lambda: Link("bad", 1e9, -1, "nccl_docs"), "latency must be seconds >= 0"),
+    (lambda: cm.scaling_table(0.1, 1e9, [], ["PCIe 4.0 x16"]), "at least one world size"),
+])
+def test_bad_inputs_say_what_to_pass(call, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        call()
+
+
+# --- table and plot ------------------------------------------------------------------------------
+
+def test_the_table_has_one_row_per_world_size():
+    sizes = [1, 2, 4, 8, 64]
+    table = cm.scaling_table(0.05, 1e9, sizes, ["PCIe 4.0 x16", NVLINK4])
+    assert table.headers == ["GPUs", "PCIe 4.0 x16", "NVLink 4 (H100)"]
+    assert [row[0] for row in table.rows] == [str(n) for n in sizes]
+    assert table.rows[0][1:] == ["1.0x (100%)", "1.0x (100%)"]
+    s = cm.data_parallel_step(0.05, 1e9, 64, "PCIe 4.0 x16")
+    assert table.rows[-1][1] == f"{s.speedup:.1f}x ({s.efficiency:.0%})"
+    assert "50 ms" in table.title and "1,000 MB" in table.title
+
+
+def test_the_plot_is_labelled():
+    fig = cm.plot_scaling(0.05, 1e9, [8, 1, 2, 4], ["PCIe 4.0 x16", "NVLink 4 (H100)"])
+    speed, eff = fig.axes
+    for ax in (speed, eff):
+        assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
+    assert [t.get_text() for t in speed.get_legend().get_texts()] == \
+        ["ideal", "PCIe 4.0 x16", "NVLink 4 (H100)"]
+    assert list(speed.lines[0].get_xdata()) == [1, 2, 4, 8]
+    assert max(eff.lines[0].get_ydata()) == pytest.approx(100)
+    plt.close(fig)
+
+
+def test_numpy_numbers_are_accepted():
+    np = pytest.importorskip("numpy")
+    assert cm.ring_allreduce_bytes(np.float64(1000), np.int64(4)) == pytest.approx(1500)

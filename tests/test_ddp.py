@@ -1,0 +1,259 @@
+"""Data parallelism of chapter 8 (course_lib.distributed.ddp and the extended training.train): the batch
+checks and DistributedSampler's shards, each rank's micro-batches cut from the seeded global batch,
+gradient accumulation in one process; and, marked slow, real DDP runs on 2 gloo processes: the same
+training as one process on the global batch (float64 and float32), bit-identical ranks, no_sync's
+halved all-reduces, the course's ring hook and its bytes, the memory of the model states, DDP's
+buckets; and the torchrun entry point."""
+
+from __future__ import annotations
+
+import bisect
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from course_lib import course_model, data, memory, models, training
+from course_lib.distributed import cost_model, ddp, launch
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+ROOT = Path(__file__).resolve().parents[1]
+TRAIN = "course_lib.distributed.ddp:train_ddp"
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return data.course_tokenizer()
+
+
+# --- batches and shards ----------------------------------------------------------------------------
+
+def test_batch_that_does_not_split_across_ranks_suggests_multiples():
+    with pytest.raises(ValueError, match=r"7 rows .* 2 rank\(s\) x 1 micro-batch.*multiple of 2, e.g. 2, 4, 6"):
+        ddp.check_batch(7, 2)
+
+
+def test_batch_that_does_not_split_into_micro_batches_suggests_multiples():
+    with pytest.raises(ValueError, match=r"2 rank\(s\) x 3 micro-batch\(es\); use a multiple of 6, e.g. 6, 12, 18"):
+        ddp.check_batch(8, 2, accumulate=3)
+    ddp.check_batch(12, 2, accumulate=3)
+    ddp.check_batch(8, 2, accumulate=2)
+
+
+@pytest.mark.parametrize("rows", [0, -8, True, 8.0])
+def test_batch_that_is_not_a_positive_whole_number_is_refused(rows):
+    with pytest.raises(ValueError, match="whole number >= 1"):
+        ddp.check_batch(rows, 2)
+
+
+@pytest.mark.parametrize(("n_rows", "world"), [(8, 1), (8, 2), (12, 3), (8, 4), (6, 6)])
+def test_shards_are_disjoint_and_cover_the_batch(n_rows, world):
+    shards = [ddp.shard(n_rows, world, rank) for rank in range(world)]
+    assert all(len(s) == n_rows // world for s in shards)
+    assert sorted(row for s in shards for row in s) == list(range(n_rows))
+    assert shards[0] == list(range(0, n_rows, world))  # DistributedSampler without shuffle: strided
+
+
+def test_shard_refuses_an_uneven_batch():
+    with pytest.raises(ValueError, match="multiple of 3"):
+        ddp.shard(8, 3, 0)
+
+
+@pytest.mark.parametrize("accumulate", [1, 2])
+def test_local_micro_batches_are_the_ranks_rows_of_the_global_batch(tokenizer, accumulate):
+    recipe = ddp.recipe_for(steps=2, global_batch=8, seq_len=16, lr=3e-3, seed=3)
+    world = 2
+    global_batches = list(training.training_batches("gpt2", tokenizer, recipe))
+    assert len(global_batches) == recipe.steps
+    for rank in range(world):
+        micro = list(ddp.local_batches(tokenizer, recipe, world, rank, accumulate))
+        assert len(micro) == recipe.steps * accumulate
+        rows = torch.tensor(ddp.shard(8, world, rank))
+        for step, full in enumerate(global_batches):
+            parts = micro[step * accumulate:(step + 1) * accumulate]
+            assert all(p["input_ids"].shape == (8 // world // accumulate, 16) for p in parts)
+            for key, value in full.items():
+                assert torch.equal(torch.cat([p[key] for p in parts]), value[rows])
+
+
+# --- gradient accumulation in one process ----------------------------------------------------------
+
+def flat(model: torch.nn.Module) -> torch.Tensor:
+    return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+
+@pytest.mark.parametrize(("dtype", "atol"), [(torch.float64, 1e-12), (torch.float32, 1e-5)])
+def test_two_micro_batches_of_four_train_like_one_batch_of_eight(tokenizer, dtype, atol):
+    """In float32 the two runs differ by about 1.4e-6 after 2 steps: AdamW divides each gradient by
+    its own root mean square, which turns the rounding of near-zero gradients into visible steps."""
+    config = course_model.course_model_config(tokenizer)
+    recipe = training.Recipe(steps=2, batch_size=8, seq_len=32, lr=3e-3, warmup_steps=2)
+    whole = models.build_model(config, seed=0).to(dtype)
+    whole_history = training.train(whole, "gpt2", tokenizer, recipe, progress=False)
+
+    def halves():
+        for batch in training.training_batches("gpt2", tokenizer, recipe):
+            for part in range(2):
+                yield {k: v.chunk(2)[part] for k, v in batch.items()}
+
+    steps = []
+    split = models.build_model(config, seed=0).to(dtype)
+    split_history = training.train(split, "gpt2", tokenizer, recipe, progress=False, batches=halves(),
+                                   accumulate=2, on_step=lambda step, loss, opt: steps.append(step))
+    assert steps == [0, 1]
+    assert torch.allclose(flat(whole), flat(split), rtol=0, atol=atol)
+    assert split_history == pytest.approx(whole_history, rel=1e-6)  # the loss itself is float32
+
+
+def test_train_refuses_accumulate_zero(tokenizer):
+    model = models.build_model(course_model.course_model_config(tokenizer), seed=0)
+    recipe = training.Recipe(steps=1, batch_size=2, seq_len=8)
+    with pytest.raises(ValueError, match="accumulate must be a whole number >= 1"):
+        training.train(model, "gpt2", tokenizer, recipe, accumulate=0, progress=False)
+
+
+def test_train_says_when_the_batches_run_out(tokenizer):
+    model = models.build_model(course_model.course_model_config(tokenizer), seed=0)
+    recipe = training.Recipe(steps=2, batch_size=2, seq_len=8)
+    one = list(training.training_batches("gpt2", tokenizer, recipe))[:1]
+    with pytest.raises(ValueError, match=r"ran out at step 0: .* needs 4 batches"):
+        training.train(model, "gpt2", tokenizer, recipe, batches=one, accumulate=2, progress=False)
+
+
+# --- real DDP on two gloo processes ----------------------------------------------------------------
+
+BASE = {"steps": 4, "global_batch": 8, "seq_len": 32, "lr": 3e-3, "seed": 0}
+RUNS = {
+    "float64": {"dtype": "float64"},
+    "ring": {"dtype": "float64", "hook": "ring"},
+    "float32": {"dtype": "float32"},
+    "cap 1 MiB": {"dtype": "float32", "bucket_cap_mb": 1.0, "return_parameters": False},
+    "no_sync": {"dtype": "float64", "accumulate": 2, "no_sync": True},
+    "sync": {"dtype": "float64", "accumulate": 2, "no_sync": False},
+}
+
+
+@pytest.fixture(scope="module")
+def runs():
+    """Every DDP run the slow tests compare (2 ranks each), and the one-process references."""
+    out = {name: launch.launch(TRAIN, 2, {**BASE, **extra}, timeout=300) for name, extra in RUNS.items()}
+    for dtype in ("float64", "float32"):
+        out[f"single {dtype}"] = ddp.train_single(**BASE, dtype=dtype)
+    return out
+
+
+def by_step(result: dict) -> list[list[tuple]]:
+    """A rank's bucket records grouped by optimizer step: the step whose end follows the all-reduce."""
+    steps: list[list[tuple]] = [[] for _ in result["step_times"]]
+    for record in result["buckets"]:
+        steps[bisect.bisect_left(result["step_times"], record[4])].append(record)
+    return steps
+
+
+def max_gap(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).abs().max())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("dtype", "bound"), [("float64", 1e-12), ("float32", 1e-4)])
+def test_ddp_trains_like_one_process_on_the_global_batch(runs, dtype, bound):
+    """Measured: 1.2e-14 in float64, 1.0e-5 in float32 (after 4 steps)."""
+    rank0, rank1 = runs[dtype]
+    single = runs[f"single {dtype}"]
+    assert rank0["rows"] == [0, 2, 4, 6] and rank1["rows"] == [1, 3, 5, 7]
+    assert rank0["parameters"].dtype == getattr(torch, dtype)
+    assert max_gap(rank0["parameters"], single["parameters"]) < bound
+    assert torch.equal(rank0["parameters"], rank1["parameters"])
+    assert rank0["checksums"] == rank1["checksums"] and len(rank0["checksums"]) == BASE["steps"]
+    mean = [(a + b) / 2 for a, b in zip(rank0["history"], rank1["history"])]
+    # Not closer: transformers computes the loss in float32 even for a float64 model, and each rank
+    # averages its own 4 rows' tokens in another order than one process averaging all 8.
+    assert mean == pytest.approx(single["history"], rel=1e-6)
+
+
+@pytest.mark.slow
+def test_no_sync_all_reduces_once_per_step_and_trains_the_same(runs):
+    quiet, chatty = runs["no_sync"][0], runs["sync"][0]
+    assert torch.allclose(quiet["parameters"], chatty["parameters"], rtol=0, atol=1e-12)
+    assert max_gap(quiet["parameters"], runs["single float64"]["parameters"]) < 1e-12
+    # A round of all-reduces starts with bucket 0; no_sync skips the round of the first micro-batch.
+    assert [sum(r[1] == 0 for r in step) for step in by_step(quiet)] == [1] * BASE["steps"]
+    assert [sum(r[1] == 0 for r in step) for step in by_step(chatty)] == [2] * BASE["steps"]
+    # From step 1 on (DDP puts every gradient in one bucket at first, then rebuilds its buckets):
+    quiet_steps, chatty_steps = by_step(quiet), by_step(chatty)
+    for q, c in list(zip(quiet_steps, chatty_steps))[1:]:
+        assert len(c) == 2 * len(q)
+    # Step 0: the one-bucket round, and (without no_sync) a round in the rebuilt buckets.
+    assert len(quiet_steps[0]) == 1
+    assert len(chatty_steps[0]) == 1 + len(quiet_steps[1])
+
+
+@pytest.mark.slow
+def test_ring_hook_sends_what_the_cost_model_says_and_trains_like_all_reduce(runs):
+    ring, counting = runs["ring"], runs["float64"]
+    for rank in ring:
+        for step in by_step(rank):
+            tensor_bytes = sum(r[2] for r in step)
+            sent = sum(r[5] for r in step)
+            assert abs(sent - cost_model.ring_allreduce_bytes(tensor_bytes, 2)) <= 8 * len(step)
+        assert all(r[5] == 0 for r in counting[rank["rank"]]["buckets"])  # only the ring counts bytes
+    assert max_gap(ring[0]["parameters"], counting[0]["parameters"]) <= 1e-12
+    assert ring[0]["checksums"] == ring[1]["checksums"]
+
+
+@pytest.mark.slow
+def test_model_states_take_the_bytes_of_the_memory_model(runs):
+    result = runs["float32"][0]
+    n = result["n_params"]
+    states = result["state_bytes"]
+    assert states["parameters"] == states["gradients"] == 4 * n
+    assert states["optimizer states"] == 2 * states["parameters"]  # AdamW: exp_avg and exp_avg_sq
+    assert runs["float32"][1]["state_bytes"] == states
+    predicted = memory.training_memory(n, "fp32", "adam", gpus=2)
+    assert (predicted.weights, predicted.gradients, predicted.optimizer_states) == (
+        states["parameters"], states["gradients"], states["optimizer states"])
+    assert predicted.master_weights == 0
+
+
+@pytest.mark.slow
+def test_buckets_hold_every_gradient_and_a_smaller_cap_makes_more(runs):
+    """Measured (float32, 1,334,016 parameters): step 0 one bucket of 5,336,064 bytes; then, by
+    default, 1,056,768 + 4,279,296 bytes (DDP's first bucket of about 1 MiB, then up to 25 MiB) and
+    with bucket_cap_mb=1.0, 1,056,768 + 1,057,280 + 1,058,304 + 2,163,712 (one tensor alone is 2 MB)."""
+    default, small = runs["float32"][0], runs["cap 1 MiB"][0]
+    gradient_bytes = 4 * default["n_params"]
+    layouts = {}
+    for name, result in (("default", default), ("small", small)):
+        steps = by_step(result)
+        assert all(sum(r[2] for r in step) == gradient_bytes for step in steps)
+        assert [r[1] for r in steps[0]] == [0]  # the first step: one bucket of everything
+        later = [[r[2] for r in sorted(step, key=lambda r: r[1])] for step in steps[1:]]
+        assert all(layout == later[0] for layout in later)  # rebuilt once, then fixed
+        layouts[name] = later[0]
+    assert len(layouts["small"]) > len(layouts["default"]) >= 2
+    assert max(layouts["small"]) < max(layouts["default"])
+    assert layouts["default"][0] == layouts["small"][0] <= 2**20 + 4 * 2**16  # first bucket: ~1 MiB
+
+
+@pytest.mark.slow
+def test_torchrun_entry_point_trains_and_checks_against_one_process():
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONHASHSEED="0")
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2",
+               "-m", "course_lib.distributed.ddp", "--steps", "3", "--global-batch", "4",
+               "--seq-len", "32", "--check"]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    text = done.stdout + done.stderr
+    assert done.returncode == 0, text[-3000:]
+    for rank in (0, 1):
+        assert re.search(rf"^rank {rank}/2 \((gloo|nccl)\): final loss \d+\.\d+, parameters [0-9a-f]{{12}}",
+                         done.stdout, re.MULTILINE), text[-3000:]
+    checksums = re.findall(r"parameters ([0-9a-f]{12}),", done.stdout)
+    assert len(set(checksums)) == 1
+    gap = re.search(r"max \|difference\| of the parameters (\S+)", done.stdout)
+    assert gap is not None, text[-3000:]
+    assert float(gap.group(1)) < 1e-4
