@@ -15,8 +15,8 @@ ranks), and prints one row per run:
   ready to its all-reduce's end, summed over the buckets of a step (waiting for the slowest rank
   included), per step and as a share of the step time.
 
-The ranks run with ``OMP_WAIT_POLICY=PASSIVE`` unless it is set already (``--spin``: OpenMP's
-default, whose idle threads spin): with another program busy on the cores, a rank of 2 spinning
+The launcher starts the ranks with ``OMP_WAIT_POLICY=PASSIVE`` unless it is set already
+(``--spin`` sets it to ACTIVE: idle OpenMP threads spin): with another program busy on the cores, a rank of 2 spinning
 threads waits for its descheduled twin at every parallel region, which made one step of one rank
 more than 20 times slower on a shared 2-core machine, and would show as a false speed-up of 2 ranks.
 
@@ -28,7 +28,6 @@ communication without adding compute: the speed-up a GPU per rank would give can
 from __future__ import annotations
 
 import argparse
-import bisect
 import os
 import statistics
 import sys
@@ -44,23 +43,6 @@ from course_lib.tables import Table  # noqa: E402
 TARGET = "course_lib.distributed.ddp:train_ddp"
 
 
-def measure(result: dict) -> dict[str, float]:
-    """One rank's timings from its second step on: elapsed time, step times, all-reduce time, bytes.
-
-    A bucket belongs to the step whose end follows its all-reduce's end (the records' own step field
-    is not used: it counts rounds of all-reduces, which finish out of order).
-    """
-    ends = result["step_times"]
-    comm, sizes = [0.0] * len(ends), [0] * len(ends)
-    for _step, _index, n_bytes, ready, done, _sent in result["buckets"]:
-        step = bisect.bisect_left(ends, done)
-        comm[step] += done - ready
-        sizes[step] += n_bytes
-    steps = [b - a for a, b in zip(ends, ends[1:])]
-    return {"elapsed": ends[-1] - ends[0], "step": statistics.median(steps),
-            "comm": sum(comm[1:]), "comm_step": statistics.median(comm[1:]), "bytes": sizes[-1]}
-
-
 def main() -> int:
     """Train with each number of ranks and print the table and the verdict."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -72,10 +54,10 @@ def main() -> int:
                         help="torch threads per rank (default: the cores shared out, at least 1)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds allowed per run")
     parser.add_argument("--spin", action="store_true",
-                        help="leave OMP_WAIT_POLICY unset (OpenMP's idle threads spin)")
+                        help="OMP_WAIT_POLICY=ACTIVE (OpenMP's idle threads spin)")
     args = parser.parse_args()
-    if not args.spin:
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # the ranks inherit the environment
+    if args.spin:
+        os.environ["OMP_WAIT_POLICY"] = "ACTIVE"  # the ranks inherit it; else the launcher's PASSIVE
     if args.steps < 2:
         parser.error("--steps must be at least 2: the first step is not timed.")
     for n in args.ranks:
@@ -84,7 +66,7 @@ def main() -> int:
     cores = os.cpu_count() or 1
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"machine: {cores} CPU core(s), load average {load:.2f} before the runs; torch "
-          f"{torch.__version__}; OMP_WAIT_POLICY {os.environ.get('OMP_WAIT_POLICY', 'unset')}; "
+          f"{torch.__version__}; OMP_WAIT_POLICY {os.environ.get('OMP_WAIT_POLICY', 'PASSIVE')}; "
           f"{args.steps} steps of {args.global_batch} x {args.seq_len} tokens")
 
     runs = [(n, args.threads or max(1, cores // n)) for n in args.ranks]
@@ -98,17 +80,16 @@ def main() -> int:
                                             "seq_len": args.seq_len, "return_parameters": False},
                                 threads=threads, timeout=args.timeout, echo=False)
         wall = time.perf_counter() - start
-        ranks = [measure(r) for r in results]
-        elapsed = max(m["elapsed"] for m in ranks)  # the ranks move in step: the slowest one counts
-        tokens = (args.steps - 1) * args.global_batch * args.seq_len
-        speeds[n, threads] = tokens / elapsed
-        shares[n, threads] = statistics.mean(m["comm"] / m["elapsed"] for m in ranks)
-        step_bytes = ranks[0]["bytes"]
+        ranks = [ddp.timings(r) for r in results]
+        # the ranks move in step: the slowest one counts
+        speeds[n, threads] = min(m["tokens_per_second"] for m in ranks)
+        shares[n, threads] = statistics.mean(m["all_reduce_share"] for m in ranks)
+        step_bytes = ranks[0]["bytes_per_step"]
         rows.append([n, results[0]["backend"], threads, args.global_batch // n,
                      f"{statistics.median(m['step'] for m in ranks) * 1e3:,.0f}",
                      f"{speeds[n, threads]:,.0f}", f"{speeds[n, threads] / speeds[runs[0]]:.2f}x",
                      f"{step_bytes / 2**20:.2f}",
-                     f"{statistics.mean(m['comm_step'] for m in ranks) * 1e3:,.1f}",
+                     f"{statistics.mean(m['all_reduce'] for m in ranks) / (args.steps - 1) * 1e3:,.1f}",
                      f"{shares[n, threads]:.0%}", f"{wall:.1f}"])
     first = f"{runs[0][0]} rank(s) x {runs[0][1]} thread(s)"
     print(Table(["ranks", "backend", "threads/rank", "rows/rank", "step (ms)", "tokens/s",

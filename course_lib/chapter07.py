@@ -41,9 +41,9 @@ DEVICES: dict[str, int] = {
     "GPU, 24 GB (RTX 4090)": 24 * memory.GIB,
 }
 
-#: The formats of the device table: None is FP16, a QuantConfig quantizes the block matrices.
-_FORMATS: dict[str, QuantConfig | None] = {
-    "FP16": None,
+#: The formats of the device table: "fp16" casts everything, a QuantConfig the block matrices.
+_FORMATS: dict[str, str | QuantConfig] = {
+    "FP16": "fp16",
     "INT8 per channel": quant.get_config("int8-channel"),
     "GPTQ INT4 g128": quant.get_config("int4-g128"),
     "GPTQ INT3 g128": quant.get_config("int3-g128"),
@@ -86,16 +86,6 @@ def paper_table(course: Mapping[str, float] | None = None, models: Sequence[str]
                                      "GPTQ paper Table 3; course model: its test stories")
 
 
-def _format_bytes(shape: memory.ModelShape, config: QuantConfig | None) -> float:
-    """Bytes of the weights: block matrices in ``config`` (FP16 if None), everything else in FP16."""
-    matrices = ptq.model_matrices(shape)[1:]  # the blocks' matrices; [0] is the tied embedding
-    n_blocks = sum(a * b for a, b in matrices)
-    if config is None:
-        return 2.0 * shape.n_params
-    quantized = sum(sum(quant.storage_bytes(m, config).values()) for m in matrices)
-    return quantized + 2.0 * (shape.n_params - n_blocks)
-
-
 def devices_table(n_params: Sequence[float] = (7e9, 70e9)) -> Table:
     """Weights of GPT-like models in FP16, INT8 and GPTQ's 4- and 3-bit g128 storage, against a phone and a GPU.
 
@@ -110,7 +100,7 @@ def devices_table(n_params: Sequence[float] = (7e9, 70e9)) -> Table:
     for n in n_params:
         shape = memory.shape_for_params(n)
         for name, config in _FORMATS.items():
-            total = _format_bytes(shape, config)
+            total = ptq.weights_at_precision(shape, config, embedding=False, rest="fp16")["total"]
             fits = ["yes" if total <= cap else "no" for cap in DEVICES.values()]
             rows.append([f"{shape.n_params / 1e9:.1f}B", name, f"{8 * total / shape.n_params:.2f}",
                          f"{memory.gb(total):.1f}", *fits])

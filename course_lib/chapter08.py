@@ -101,14 +101,12 @@ def throughput_table(runs: Mapping[int, Sequence[Mapping[str, Any]]]) -> Table:
     """
     rows, base = [], None
     for n, results in runs.items():
-        first = results[0]
-        times = first["step_times"]
-        tokens = first["tokens"] / len(times) * (len(times) - 1)
-        rate = tokens / (times[-1] - times[0])
-        comm = sum(b[4] - b[3] for r in results for b in r["buckets"] if b[0] > 0)
-        comm_share = comm / len(results) / (times[-1] - times[0])
+        measured = [ddp.timings(r) for r in results]
+        rate = min(m["tokens_per_second"] for m in measured)  # the ranks move in step
+        share = sum(m["all_reduce_share"] for m in measured) / len(measured)
         base = base or rate
-        rows.append([n, first["threads"], f"{rate:,.0f}", f"{rate / base:.2f}x", f"{comm_share:.0%}"])
+        rows.append([n, results[0]["threads"], f"{rate:,.0f}", f"{rate / base:.2f}x",
+                     f"{share:.0%}"])
     return Table(["ranks", "threads per rank", "tokens/s", "speed-up", "time in all-reduce"],
                  rows, title="Training the course GPT-2 on this machine (global batch fixed)")
 

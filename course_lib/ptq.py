@@ -172,15 +172,18 @@ def model_matrices(shape: memory.ModelShape) -> list[tuple[int, int]]:
     return [(shape.vocab, h)] + per_layer * shape.n_layers
 
 
-def weights_at_precision(shape: memory.ModelShape, method: str | QuantConfig) -> dict[str, float]:
-    """Bytes of a model's weights under ``method``: quantized matrices (codes + overhead) and the FP32 rest.
+def weights_at_precision(shape: memory.ModelShape, method: str | QuantConfig, *,
+                         embedding: bool = True, rest: str = "fp32") -> dict[str, float]:
+    """Bytes of a model's weights under ``method``: quantized matrices (codes + overhead) and the rest.
 
     The same split as :func:`quantize_model`: matrices quantized, position embeddings, biases and
-    layer norms kept in FP32. Returns codes, overhead (scales, zero points), rest and total bytes.
+    layer norms kept in ``rest`` (FP32 by default). ``embedding=False`` keeps the tied token
+    embedding in ``rest`` too, as GPTQ does (chapter 7). Returns codes, overhead (scales, zero
+    points), rest and total bytes.
 
     Chapter 5, *Quantization*.
     """
-    matrices = model_matrices(shape)
+    matrices = model_matrices(shape)[0 if embedding else 1:]
     n_matrix = sum(a * b for a, b in matrices)
     if isinstance(method, str) and method.strip().lower() in FLOAT_DTYPES:
         total = memory.weight_memory(shape.n_params, method)
@@ -190,8 +193,8 @@ def weights_at_precision(shape: memory.ModelShape, method: str | QuantConfig) ->
         parts = quant.storage_bytes(m, method)
         codes += parts["codes"]
         overhead += sum(parts.values()) - parts["codes"]
-    rest = memory.weight_memory(shape.n_params - n_matrix, "fp32")
-    return {"codes": codes, "overhead": overhead, "rest": rest, "total": codes + overhead + rest}
+    kept = memory.weight_memory(shape.n_params - n_matrix, rest)
+    return {"codes": codes, "overhead": overhead, "rest": kept, "total": codes + overhead + kept}
 
 
 def torch_crosscheck(model: nn.Module) -> Table:

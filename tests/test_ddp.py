@@ -23,7 +23,6 @@ from course_lib.distributed import cost_model, ddp, launch
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 ROOT = Path(__file__).resolve().parents[1]
-TRAIN = "course_lib.distributed.ddp:train_ddp"
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +140,10 @@ RUNS = {
 @pytest.fixture(scope="module")
 def runs():
     """Every DDP run the slow tests compare (2 ranks each), and the one-process references."""
-    out = {name: launch.launch(TRAIN, 2, {**BASE, **extra}, timeout=300) for name, extra in RUNS.items()}
+    # One launch for all of them (ddp.train_many): starting two processes costs seconds each time.
+    per_rank = launch.launch("course_lib.distributed.ddp:train_many", 2,
+                             {"runs": [{**BASE, **extra} for extra in RUNS.values()]}, timeout=300)
+    out = dict(zip(RUNS, zip(*per_rank)))  # name -> (rank 0's result, rank 1's result)
     for dtype in ("float64", "float32"):
         out[f"single {dtype}"] = ddp.train_single(**BASE, dtype=dtype)
     return out
@@ -257,3 +259,16 @@ def test_torchrun_entry_point_trains_and_checks_against_one_process():
     gap = re.search(r"max \|difference\| of the parameters (\S+)", done.stdout)
     assert gap is not None, text[-3000:]
     assert float(gap.group(1)) < 1e-4
+
+
+def test_timings_leave_out_the_first_step_and_place_buckets_by_round():
+    """Three steps, one all-reduce round each: only steps 2 and 3 are timed."""
+    result = {"step_times": [1.0, 2.0, 4.0], "rounds": [1, 2, 3], "tokens": 300,
+              "buckets": [(0, 0, 10, 0.5, 0.9, 0), (1, 0, 10, 1.5, 1.75, 0),
+                          (2, 0, 10, 3.0, 3.5, 0), (2, 1, 5, 3.5, 3.75, 0)]}
+    t = ddp.timings(result)
+    assert t["seconds"] == 3.0 and t["tokens_per_second"] == 200 / 3.0
+    assert t["all_reduce"] == 0.25 + 0.5 + 0.25 and t["bytes_per_step"] == 15
+    assert t["step"] == 1.5
+    with pytest.raises(ValueError, match="at least 2 steps"):
+        ddp.timings(dict(result, step_times=[1.0]))

@@ -247,6 +247,17 @@ def test_weights_at_precision_quantized(method):
     assert codes == sum(math.ceil(o * i * bits / 8) for o, i in mats)
 
 
+def test_weights_at_precision_can_keep_the_embedding_and_the_rest_in_fp16():
+    """GPTQ's accounting (chapter 7): the blocks' matrices quantized, the tied embedding in FP16."""
+    shape = memory.shape_for_params(1e9)
+    b = ptq.weights_at_precision(shape, "int4-g128", embedding=False, rest="fp16")
+    blocks = gpt2_matrices(shape)[1:]
+    parts = [quant.storage_bytes(m, "int4-g128") for m in blocks]
+    assert b["codes"] + b["overhead"] == sum(sum(p.values()) for p in parts)
+    assert b["rest"] == 2 * (shape.n_params - sum(o * i for o, i in blocks))
+    assert shape.vocab * shape.hidden * 2 <= b["rest"]  # the embedding is in the rest
+
+
 @pytest.mark.parametrize("method, nbytes", [("fp32", 4), ("fp16", 2), ("bf16", 2)])
 def test_weights_at_precision_float(method, nbytes):
     shape = memory.shape_for_params(1e9)

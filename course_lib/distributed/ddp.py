@@ -14,9 +14,11 @@ The module is also the torchrun entry point, on GPUs (NCCL) or CPUs (gloo) alike
 from __future__ import annotations
 
 import argparse
+import bisect
 import hashlib
+import statistics
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 __all__ = ["check_batch", "checksum", "flat_parameters", "local_batches", "main", "recipe_for",
-           "shard", "train_ddp", "train_many", "train_single"]
+           "shard", "timings", "train_ddp", "train_many", "train_single"]
 
 HOOKS = {"counting": counting_hook, "ring": ring_hook}
 
@@ -46,10 +48,9 @@ def check_batch(global_batch: int, world_size: int, accumulate: int = 1) -> None
     if isinstance(global_batch, bool) or not isinstance(global_batch, int) or global_batch < 1:
         raise ValueError(f"global_batch must be a whole number >= 1, got {global_batch!r}.")
     if global_batch % parts:
-        fits = [b for b in range(parts, 4 * parts + 1, parts)]
         raise ValueError(f"a global batch of {global_batch} rows does not divide across "
                          f"{world_size} rank(s) x {accumulate} micro-batch(es); use a multiple of "
-                         f"{parts}, e.g. {', '.join(map(str, fits[:3]))}.")
+                         f"{parts}, e.g. {parts}, {2 * parts}, {3 * parts}.")
 
 
 def shard(n_rows: int, world_size: int, rank: int) -> list[int]:
@@ -115,12 +116,36 @@ def _tokenizer(worker: launch.Worker) -> PreTrainedTokenizerBase:
     return data.course_tokenizer()
 
 
-def _state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, int]:
-    states = [t for s in optimizer.state.values() for t in s.values()
-              if isinstance(t, torch.Tensor) and t.dim() > 0]
-    return {"parameters": memory.tensor_bytes(model.parameters()),
-            "gradients": memory.tensor_bytes(p.grad for p in model.parameters()),
-            "optimizer states": memory.tensor_bytes(states)}
+def _model(tokenizer: PreTrainedTokenizerBase, seed: int, dtype: str,
+           device: torch.device | str = "cpu") -> torch.nn.Module:
+    """The course model's GPT-2, freshly initialised with ``seed``, in ``dtype`` on ``device``."""
+    model = models.build_model(course_model.course_model_config(tokenizer), seed=seed)
+    return model.to(device, _dtype(dtype))
+
+
+class _Observer:
+    """The ``on_step`` of both runs: step end times, checksums, and the model states' bytes."""
+
+    def __init__(self, model: torch.nn.Module, traffic: Traffic | None = None) -> None:
+        self.model, self.traffic = model, traffic
+        self.checksums: list[str] = []
+        self.step_times: list[float] = []
+        self.rounds: list[int] = []
+        self.states: dict[str, int] = {}
+
+    def __call__(self, step: int, loss: float, optimizer: torch.optim.Optimizer) -> None:
+        if next(self.model.parameters()).is_cuda:
+            torch.cuda.synchronize()
+        self.step_times.append(time.perf_counter())
+        if self.traffic is not None:
+            self.rounds.append(self.traffic.rounds)
+        if step == 0:  # after the first step every state exists, before the gradients are cleared
+            states = [t for s in optimizer.state.values() for t in s.values()
+                      if isinstance(t, torch.Tensor) and t.dim() > 0]
+            self.states = {"parameters": memory.tensor_bytes(self.model.parameters()),
+                           "gradients": memory.tensor_bytes(p.grad for p in self.model.parameters()),
+                           "optimizer states": memory.tensor_bytes(states)}
+        self.checksums.append(checksum(self.model))
 
 
 def train_ddp(steps: int = 10, global_batch: int = 8, seq_len: int = 64, lr: float = 3e-3,
@@ -132,7 +157,8 @@ def train_ddp(steps: int = 10, global_batch: int = 8, seq_len: int = 64, lr: flo
     The result holds the rank, its rows of the first batch, the loss and a parameter checksum after
     every step, the bytes of parameters, gradients and optimizer states, every all-reduced bucket
     (round, index, bytes, ready and done times, bytes sent), the all-reduce rounds done by the end
-    of each step, the times of the forward passes and of the steps, and (``return_parameters``) the final parameters as one vector. ``dtype`` "float64"
+    of each step, the times of the forward passes and of the steps, and (``return_parameters``)
+    the final parameters as one vector. ``dtype`` "float64"
     trains in double precision (transformers still computes the loss from float32 logits), where
     runs that add in another order end about 1e-15 apart instead of 1e-5.
 
@@ -143,35 +169,24 @@ def train_ddp(steps: int = 10, global_batch: int = 8, seq_len: int = 64, lr: flo
     worker = launch.init_worker()
     check_batch(global_batch, worker.world_size, accumulate)
     tokenizer = _tokenizer(worker)
-    model = models.build_model(course_model.course_model_config(tokenizer), seed=seed)
-    model.to(worker.device, _dtype(dtype))
+    model = _model(tokenizer, seed, dtype, worker.device)
     ddp = DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb,
                                   device_ids=[worker.device] if worker.device.type == "cuda" else None)
     traffic = Traffic()
     ddp.register_comm_hook(traffic, HOOKS[hook])
     traffic.attach(model)
     recipe = recipe_for(steps, global_batch, seq_len, lr, seed, str(worker.device))
-    checksums, step_times, rounds, states = [], [], [], {}
-
-    def on_step(step: int, loss: float, optimizer: torch.optim.Optimizer) -> None:
-        if worker.device.type == "cuda":
-            torch.cuda.synchronize()
-        step_times.append(time.perf_counter())
-        rounds.append(traffic.rounds)
-        if step == 0:
-            states.update(_state_bytes(model, optimizer))
-        checksums.append(checksum(model))
-
+    observe = _Observer(model, traffic)
     start = time.perf_counter()
     history = training.train(ddp, "gpt2", tokenizer, recipe, accumulate=accumulate,
-                             no_sync=no_sync, on_step=on_step, progress=False,
+                             no_sync=no_sync, on_step=observe, progress=False,
                              batches=local_batches(tokenizer, recipe, worker.world_size,
                                                    worker.rank, accumulate))
     return {"rank": worker.rank, "world_size": worker.world_size, "backend": worker.backend,
             "rows": shard(global_batch, worker.world_size, worker.rank), "history": history,
-            "checksums": checksums, "state_bytes": states, "start": start,
-            "step_times": step_times, "forwards": traffic.forwards,
-            "rounds": rounds,
+            "checksums": observe.checksums, "state_bytes": observe.states, "start": start,
+            "step_times": observe.step_times, "forwards": traffic.forwards,
+            "rounds": observe.rounds,
             "buckets": [(b.round, b.index, b.n_bytes, b.ready, b.done, b.sent or 0)
                         for b in traffic.buckets],
             "tokens": recipe.tokens, "n_params": models.count_parameters(model),
@@ -186,20 +201,37 @@ def train_single(steps: int = 10, global_batch: int = 8, seq_len: int = 64, lr: 
     Chapter 8, *Data parallelism with DDP*.
     """
     tokenizer = data.course_tokenizer()
-    model = models.build_model(course_model.course_model_config(tokenizer), seed=seed)
-    model.to(dtype=_dtype(dtype))
+    model = _model(tokenizer, seed, dtype)
     recipe = recipe_for(steps, global_batch, seq_len, lr, seed, device)
-    checksums: list[str] = []
-    states: dict[str, int] = {}
-
-    def on_step(step: int, loss: float, optimizer: torch.optim.Optimizer) -> None:
-        if step == 0:
-            states.update(_state_bytes(model, optimizer))
-        checksums.append(checksum(model))
-
-    history = training.train(model, "gpt2", tokenizer, recipe, progress=False, on_step=on_step)
-    return {"history": history, "checksums": checksums, "state_bytes": states,
+    observe = _Observer(model)
+    history = training.train(model, "gpt2", tokenizer, recipe, progress=False, on_step=observe)
+    return {"history": history, "checksums": observe.checksums, "state_bytes": observe.states,
             "parameters": flat_parameters(model)}
+
+
+def timings(result: Mapping[str, Any]) -> dict[str, float]:
+    """A run's speed from the end of its first step to the end of its last (start-up excluded).
+
+    Returns the seconds timed, tokens per second, the median step, the seconds spent in all-reduces
+    (each bucket from ready to done, the first step's left out) and their share of the time, and
+    the bytes all-reduced in the last step. A bucket's step comes from ``rounds``.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    ends, rounds = result["step_times"], result["rounds"]
+    if len(ends) < 2:
+        raise ValueError("timings need at least 2 steps: the first one is not timed.")
+    elapsed = ends[-1] - ends[0]
+    comm, last_bytes = 0.0, 0
+    for round_, _, n_bytes, ready, done, _ in result["buckets"]:
+        step = bisect.bisect_right(rounds, round_)  # rounds[s]: rounds done by the end of step s
+        if step > 0:
+            comm += done - ready
+        if step == len(ends) - 1:
+            last_bytes += n_bytes
+    return {"seconds": elapsed, "tokens_per_second": result["tokens"] * (len(ends) - 1)
+            / len(ends) / elapsed, "step": statistics.median(b - a for a, b in zip(ends, ends[1:])),
+            "all_reduce": comm, "all_reduce_share": comm / elapsed, "bytes_per_step": last_bytes}
 
 
 def train_many(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -54,13 +54,6 @@ class Traffic:
         """Note the time at which every forward pass of ``model`` starts."""
         model.register_forward_pre_hook(lambda *_: self.forwards.append(time.perf_counter()))
 
-    def per_round(self) -> list[list[BucketRecord]]:
-        """The bucket records grouped by round."""
-        rounds: list[list[BucketRecord]] = [[] for _ in range(self.rounds)]
-        for record in self.buckets:
-            rounds[record.round].append(record)
-        return rounds
-
     def _arrived(self, bucket: dist.GradBucket) -> int:
         """The round of a bucket the hook has just received (hooks run in bucket order)."""
         round_ = self.rounds

@@ -5,6 +5,25 @@ import pytest
 pytestmark = pytest.mark.browser
 
 
+def chapter_text(page, book_server: str, notebook: str) -> str:
+    """Open a chapter of the built book and return the text of its main column."""
+    page.goto(f"{book_server}/notebooks/{notebook}.html")
+    return page.locator("main").inner_text()
+
+
+def assert_shows(text: str, snippets) -> None:
+    """Every snippet (a check's printed result, a table's title) is on the page."""
+    for snippet in snippets:
+        assert snippet in text, snippet
+
+
+def assert_chapter_complete(page, nav_label: str, images: int) -> None:
+    """Its plots loaded, the navigation lists it, and nothing but badges came from outside."""
+    assert_images_loaded(page, images)
+    assert nav_label in page.locator("nav").first.inner_text()
+    assert all("badge" in url for url in page.blocked), page.blocked
+
+
 def assert_images_loaded(page, at_least: int) -> None:
     """At least ``at_least`` output images on the page, every one of them loaded and drawn."""
     images = page.locator(".cell_output img")
@@ -69,63 +88,48 @@ def test_chapter_5_renders_its_tables_and_plots_offline(offline_page, book_serve
 
 def test_chapter_6_renders_its_checks_tables_and_plots_offline(offline_page, book_server):
     page = offline_page
-    page.goto(f"{book_server}/notebooks/06_pruning.html")
-    text = page.locator("main").inner_text()
+    text = chapter_text(page, book_server, "06_pruning")
     # The cross-checks against torch.nn.utils.prune ran when the book was built, and all passed.
-    for check in ("same as torch's l1_unstructured: True", "same as torch's global_unstructured: True",
-                  "same as torch's ln_structured on the units' weights: True",
-                  "smaller model's logits equal the masked model's: True",
-                  "gives the same logits as masking them: True"):
-        assert check in text, check
+    assert_shows(text, ("same as torch's l1_unstructured: True", "same as torch's global_unstructured: True",
+                        "same as torch's ln_structured on the units' weights: True",
+                        "smaller model's logits equal the masked model's: True",
+                        "gives the same logits as masking them: True"))
     # The sweep, the bytes on disk and the timings are tables with their titles.
-    for title in ("Test perplexity (dense model:", "The block weight matrices, saved as safetensors",
-                  "speed-up = the dense product's best time"):
-        assert title in text, title
+    assert_shows(text, ("Test perplexity (dense model:", "The block weight matrices, saved as safetensors",
+                        "speed-up = the dense product's best time"))
     assert page.locator("main table").count() >= 6
     # The per-matrix sparsity bars and the sweep plot are images that loaded.
-    assert_images_loaded(page, 2)
-    assert "Pruning lab" in page.locator("nav").first.inner_text()
-    assert all("badge" in url for url in page.blocked), page.blocked
+    assert_chapter_complete(page, "Pruning lab", 2)
 
 
 def test_chapter_7_renders_its_checks_tables_and_plots_offline(offline_page, book_server):
     page = offline_page
-    page.goto(f"{book_server}/notebooks/07_gptq.html")
-    text = page.locator("main").inner_text()
+    text = chapter_text(page, book_server, "07_gptq")
     # The written-out loop matched the library, and the saved model came back the same.
-    for check in ("identical to gptq.gptq_quantize_layer's: True",
-                  "the same codes as blocks of 128: True", "identical logits after loading: True"):
-        assert check in text, check
+    assert_shows(text, ("identical to gptq.gptq_quantize_layer's: True",
+                        "the same codes as blocks of 128: True", "identical logits after loading: True"))
     # The library's core loop is shown on the page, with the paper's lines as comments.
     assert "for i = 0, B, 2B, ..." in text
-    for title in ("relative squared errors", "layer error on held-out tokens",
-                  "The course model quantized (blocks only; test stories)", "GPTQ paper Table 3",
-                  "Calibration text from elsewhere", "Greedy generation of 64 tokens"):
-        assert title in text, title
+    assert_shows(text, ("relative squared errors", "layer error on held-out tokens",
+                        "The course model quantized (blocks only; test stories)", "GPTQ paper Table 3",
+                        "Calibration text from elsewhere", "Greedy generation of 64 tokens"))
     assert page.locator("main table").count() >= 8
     # The calibration and bit-width plots are images that loaded.
-    assert_images_loaded(page, 2)
-    assert "GPTQ lab" in page.locator("nav").first.inner_text()
-    assert all("badge" in url for url in page.blocked), page.blocked
+    assert_chapter_complete(page, "GPTQ lab", 2)
 
 
 def test_chapter_8_renders_its_runs_tables_and_plots_offline(offline_page, book_server):
     page = offline_page
-    page.goto(f"{book_server}/notebooks/08_ddp.html")
-    text = page.locator("main").inner_text()
+    text = chapter_text(page, book_server, "08_ddp")
     # The DDP runs, the ring and the accumulation checks ran when the book was built.
-    for check in ("the two ranks hold bit-identical parameters after every step: True",
-                  "whole numbers equal: True", "both ranks hold 0 + 1 = 1.0"):
-        assert check in text, check
-    for title in ("After every step: loss and parameter checksum per rank",
-                  "Ring all-reduce over 3 ranks", "gradient buckets, in the order they were reduced",
-                  "DDP with accumulation against one process on the whole batch",
-                  "Training the course GPT-2 on this machine",
-                  "Model states in bytes: every rank holds all of them"):
-        assert title in text, title
+    assert_shows(text, ("the two ranks hold bit-identical parameters after every step: True",
+                        "whole numbers equal: True", "both ranks hold 0 + 1 = 1.0"))
+    assert_shows(text, ("After every step: loss and parameter checksum per rank",
+                        "Ring all-reduce over 3 ranks", "gradient buckets, in the order they were reduced",
+                        "DDP with accumulation against one process on the whole batch",
+                        "Training the course GPT-2 on this machine",
+                        "Model states in bytes: every rank holds all of them"))
     # The crashing rank's traceback is on the page, with its rank in front and no machine path.
     assert "[rank 1] ValueError: rank 1 fails on purpose" in text
     assert "/work/" not in text and "site-packages" not in text
-    assert_images_loaded(page, 2)
-    assert "Part III" in page.locator("nav").first.inner_text()
-    assert all("badge" in url for url in page.blocked), page.blocked
+    assert_chapter_complete(page, "Part III", 2)
