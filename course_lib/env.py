@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     import torch
 
 MIN_PYTHON = (3, 10)
-MIN_TORCH = (2, 4)
+MIN_TORCH = (2, 6)  # FSDP2 (torch.distributed.fsdp.fully_shard), chapter 9
 MIN_TRANSFORMERS = (5, 4)
 
 #: Host and port probed to decide whether a model hub is reachable.

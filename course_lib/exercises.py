@@ -1,6 +1,6 @@
 """Exercises with checking functions: each compares a learner's answer with one the library computes.
 
-Every chapter ends with them (``chapter01`` ... ``chapter08``).
+Every chapter ends with them (``chapter01`` ... ``chapter09``).
 """
 
 from __future__ import annotations
@@ -398,5 +398,43 @@ chapter08 = SimpleNamespace(
         rel_tol=0.02,
         hint="2 (N - 1) alpha + 2 (N - 1) / N x S / beta, with beta = 50e9 bytes/s per direction; "
              "the latency term is tiny here.",
+    ),
+)
+
+
+def _lowest_zero_stage(n_params: float, gpus: int, capacity: float) -> float:
+    """The lowest ZeRO stage whose model states (BF16 mixed, Adam) fit ``capacity`` bytes per GPU."""
+    for stage in memory.ZERO_STAGES:
+        if memory.training_memory(n_params, "bf16-mixed", gpus=gpus,
+                                  zero_stage=stage).model_states <= capacity:
+            return float(stage)
+    return math.inf
+
+
+#: Chapter 9, "Sharding with ZeRO and FSDP".
+chapter09 = SimpleNamespace(
+    q1=Exercise(
+        "A 13B-parameter model is trained with BF16 mixed precision and Adam on 8 GPUs of 40 GB (4e10 "
+        "bytes). Counting model states only, which is the lowest ZeRO stage (0, 1, 2 or 3) that fits?",
+        lambda: _lowest_zero_stage(13e9, 8, 40e9),
+        rel_tol=0,
+        hint="Stage 1: 4 x 13 + 12 x 13 / 8 GB; stage 2: 2 x 13 + 14 x 13 / 8 GB; stage 3: 16 x 13 / 8 GB.",
+    ),
+    q2=Exercise(
+        "With ZeRO stage 3, how many GB (1e9 bytes) does one training step of a 1B-parameter model move "
+        "when parameters and gradients travel in BF16? Use the ZeRO paper's accounting.",
+        lambda: 3 * 1e9 * 2 / 1e9,
+        unit="GB",
+        rel_tol=1e-9,
+        hint="An all-gather for forward, another for backward, a reduce-scatter of the gradients: Psi each.",
+    ),
+    q3=Exercise(
+        "64 GPUs train a 7B model (BF16 mixed, Adam) with hybrid sharding, sharding factor 8. How many GB of "
+        "model states does each GPU hold?",
+        lambda: memory.training_memory(7e9, "bf16-mixed", gpus=8, zero_stage=3).model_states / 1e9,
+        unit="GB",
+        rel_tol=0.01,
+        hint="The states are sharded over the 8 GPUs of a group (16 bytes x 7e9 / 8) and replicated across "
+             "the 8 groups, which saves nothing per GPU.",
     ),
 )

@@ -49,7 +49,7 @@ import torch
 from torch import nn
 from transformers.pytorch_utils import Conv1D
 
-from course_lib import dtypes, env, quant
+from course_lib import dtypes, env, models, quant
 from course_lib.quant import QTensor, QuantConfig
 from course_lib.quant_layers import QuantizedWeight, QuantLinear, quantize_model, weight_matrix
 
@@ -442,15 +442,13 @@ class _Caught(Exception):
     """Raised by the hook that records the first block's inputs, to stop the forward pass there."""
 
 
-def _blocks(model: nn.Module) -> nn.ModuleList:
-    """The model's transformer blocks: GPT-2's ``transformer.h``, or the first list of layers."""
-    for module in model.modules():
-        if isinstance(module, nn.ModuleList) and len(module) and all(
-                any(isinstance(m, (nn.Linear, Conv1D)) for m in block.modules()) for block in module):
-            return module
-    raise ValueError(f"{type(model).__name__} has no transformer blocks with linear layers; "
-                     "gptq_quantize_model quantizes a GPT-2 style model (transformers' GPT2LMHeadModel, "
-                     "blocks in model.transformer.h); for a single layer use gptq_quantize_layer")
+def _model_blocks(model: nn.Module) -> nn.ModuleList:
+    """The model's transformer blocks (:func:`course_lib.models.blocks`), with GPTQ's advice."""
+    try:
+        return models.blocks(model)
+    except ValueError as err:
+        raise ValueError(f"{err}; gptq_quantize_model quantizes such a model, and for a single "
+                         "layer use gptq_quantize_layer") from None
 
 
 def _linears(block: nn.Module) -> dict[str, nn.Module]:
@@ -497,7 +495,7 @@ def gptq_quantize_model(model: nn.Module, calibration_batches: Iterable[Any], co
         raise ValueError("act_order with groups forms each group in quantization order, which chapter 5's "
                          "QuantLinear (groups of consecutive columns) cannot store; pass static_groups=True, "
                          "or group_size=None")
-    blocks = _blocks(model)
+    blocks = _model_blocks(model)
     for b, block in enumerate(blocks):
         for name, m in _linears(block).items():
             try:
@@ -505,7 +503,7 @@ def gptq_quantize_model(model: nn.Module, calibration_batches: Iterable[Any], co
             except ValueError as err:
                 raise ValueError(f"block {b}, {name}: {err}") from None
     model = copy.deepcopy(model).eval()
-    blocks = _blocks(model)
+    blocks = _model_blocks(model)
     device = next(model.parameters()).device
 
     # The first block's inputs (and its other arguments: mask, positions) for every batch.

@@ -48,6 +48,7 @@ __all__ = [
     "CheckpointError",
     "ModelUnavailableError",
     "architecture_table",
+    "blocks",
     "build_model",
     "check_checkpoint",
     "check_kind",
@@ -266,6 +267,22 @@ def name_loss(model: PreTrainedModel) -> PreTrainedModel:
         model.loss_type = "ForCausalLM"
     return model
 
+
+
+def blocks(model: torch.nn.Module) -> torch.nn.ModuleList:
+    """The model's transformer blocks: GPT-2's ``transformer.h``, or the first list of layers.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    from transformers.pytorch_utils import Conv1D
+
+    linear = (torch.nn.Linear, Conv1D)
+    for module in model.modules():
+        if isinstance(module, torch.nn.ModuleList) and len(module) and all(
+                any(isinstance(m, linear) for m in block.modules()) for block in module):
+            return module
+    raise ValueError(f"{type(model).__name__} has no transformer blocks with linear layers "
+                     "(a GPT-2 style model keeps them in model.transformer.h)")
 
 def build_model(config: PretrainedConfig, seed: int = 0) -> PreTrainedModel:
     """A freshly initialised model for ``config``, seeded so that the same seed gives the same weights.

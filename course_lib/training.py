@@ -131,6 +131,15 @@ def _steps(batches: Iterable[dict[str, torch.Tensor]], accumulate: int,
         yield group
 
 
+def _is_fsdp(model: torch.nn.Module) -> bool:
+    """Whether ``fully_shard`` (FSDP2, torch >= 2.6) has sharded ``model``."""
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:
+        return False
+    return isinstance(model, FSDPModule)
+
+
 def train(
     model: PreTrainedModel,
     kind: str,
@@ -142,6 +151,7 @@ def train(
     accumulate: int = 1,
     no_sync: bool = True,
     on_step: Callable[[int, float, torch.optim.Optimizer], None] | None = None,
+    optimizer: Callable[..., torch.optim.Optimizer] | None = None,
     progress: bool = True,
     desc: str | None = None,
 ) -> list[float]:
@@ -157,6 +167,9 @@ def train(
     model that has ``no_sync()``, as DDP does) the gradients are all-reduced only after the last
     micro-batch. ``on_step(step, loss, optimizer)`` runs after each optimizer step, before the
     gradients are cleared. The returned loss of a step is the mean of its micro-batches' losses.
+    Chapter 9 passes ``optimizer``, called as ``optimizer(param_groups, lr=..., betas=...)``
+    instead of AdamW (``ZeroRedundancyOptimizer`` wrapping AdamW), and FSDP-sharded models, which
+    stay where FSDP placed their shards.
 
     Chapter 1, *Pretraining objectives*.
     """
@@ -164,11 +177,13 @@ def train(
     if not isinstance(accumulate, int) or accumulate < 1:
         raise ValueError(f"accumulate must be a whole number >= 1, got {accumulate!r}.")
     device = torch.device(recipe.device)
-    model.to(device).train()
+    if not _is_fsdp(model):  # FSDP keeps its shards where it put them (on the CPU, offloaded)
+        model.to(device)
+    model.train()
     trainable = [p for p in model.parameters() if p.requires_grad]  # frozen ones (LoRA) get no state
     decay = [p for p in trainable if p.dim() >= 2]
     no_decay = [p for p in trainable if p.dim() < 2]
-    opt = torch.optim.AdamW(
+    opt = (optimizer or torch.optim.AdamW)(
         [{"params": decay, "weight_decay": recipe.weight_decay},
          {"params": no_decay, "weight_decay": 0.0}],
         lr=recipe.lr, betas=recipe.betas,

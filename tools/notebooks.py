@@ -37,7 +37,7 @@ CHAPTERS: tuple[tuple[int, str, str], ...] = (
     (6, "Pruning lab", "06_pruning.ipynb"),
     (7, "GPTQ lab", "07_gptq.ipynb"),
     (8, "Data parallelism with DDP", "08_ddp.ipynb"),
-    (9, "Sharding with ZeRO and FSDP", "09_fsdp.ipynb"),
+    (9, "Sharding with ZeRO and FSDP", "09_zero_fsdp.ipynb"),
     (10, "Hardware for LLM training", "10_hardware.ipynb"),
 )
 _LIST_START, _LIST_END = "<!-- chapter-list:start -->", "<!-- chapter-list:end -->"

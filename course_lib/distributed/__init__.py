@@ -10,7 +10,12 @@
 * :mod:`~course_lib.distributed.ddp`: data-parallel training of the course's GPT-2 with
   ``DistributedDataParallel``, through the course's one training loop; also a script for torchrun.
 * :mod:`~course_lib.distributed.cost_model`: the alpha-beta model of communication and the links
-  of real machines, to predict how data parallelism scales on GPUs.
+  of real machines, to predict how data parallelism scales on GPUs (and what offload copies cost).
+* :mod:`~course_lib.distributed.collectives`: counts the bytes of every all-gather, reduce-scatter,
+  all-reduce and broadcast a training step calls.
+* :mod:`~course_lib.distributed.fsdp`: ZeRO stages 1-3 with PyTorch's own tools (DDP,
+  ``ZeroRedundancyOptimizer``, FSDP2 ``fully_shard``, hybrid sharding, CPU offload, mixed
+  precision), measured per rank; also a script for torchrun.
 
 The modules import ``torch.distributed`` only; nothing here needs a GPU.
 """

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = ["DDP_BUCKET_BYTES", "LINKS", "Link", "StepTime", "data_parallel_step",
-           "plot_scaling", "ring_allreduce_bytes", "ring_allreduce_time", "scaling_table"]
+           "offload_transfer_time", "plot_scaling", "ring_allreduce_bytes", "ring_allreduce_time",
+           "scaling_table"]
 
 #: DDP's default gradient bucket: ``bucket_cap_mb=25``, i.e. 25 MiB.
 DDP_BUCKET_BYTES: int = 25 * 2**20
@@ -135,6 +136,25 @@ def ring_allreduce_time(n_bytes: float, world_size: int, link: Link | str) -> fl
     """
     n, link = _check_world(world_size), _link(link)
     return 2 * (n - 1) * link.latency + ring_allreduce_bytes(n_bytes, n) / link.bandwidth
+
+
+def offload_transfer_time(n_params: float, world_size: int, link: Link | str,
+                          bytes_per_param: float = 12) -> float:
+    """Seconds per step that CPU offload spends copying one GPU's shard between host and GPU.
+
+    With FSDP's CPU offload, each GPU keeps its shard of the FP32 parameters, gradients and
+    optimizer states in host memory: the shard is copied to the GPU before the all-gather of the
+    forward pass and again before that of the backward pass (4 + 4 bytes per parameter), and
+    its FP32 gradient back to the host (4 bytes): ``bytes_per_param`` = 12 in all, over
+    ``n_params / world_size`` parameters, at the link's bandwidth. The optimizer step then runs
+    on the CPU, which is not counted here.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    n, link = _check_world(world_size), _link(link)
+    per_rank = _check_bytes(n_params, "n_params") / n * _check_bytes(bytes_per_param,
+                                                                      "bytes_per_param")
+    return per_rank / link.bandwidth
 
 
 @dataclass(frozen=True)

@@ -33,8 +33,9 @@ from course_lib.distributed.traffic import Traffic, counting_hook, ring_hook
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-__all__ = ["check_batch", "checksum", "flat_parameters", "local_batches", "main", "recipe_for",
-           "shard", "timings", "train_ddp", "train_many", "train_single"]
+__all__ = ["add_run_arguments", "check_batch", "checksum", "flat_parameters", "local_batches",
+           "main", "recipe_for", "report_check", "shard", "timings", "train_ddp", "train_many",
+           "train_single"]
 
 HOOKS = {"counting": counting_hook, "ring": ring_hook}
 
@@ -242,6 +243,33 @@ def train_many(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return [train_ddp(**run) for run in runs]
 
 
+def add_run_arguments(parser: argparse.ArgumentParser, steps: int) -> None:
+    """The options of both torchrun entry points: the recipe, the seed, and ``--check``.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    parser.add_argument("--steps", type=int, default=steps)
+    parser.add_argument("--global-batch", type=int, default=8)
+    parser.add_argument("--seq-len", type=int, default=64)
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--check", action="store_true",
+                        help="rank 0 also trains one process on the global batch and compares")
+
+
+def report_check(result: Mapping[str, Any], args: argparse.Namespace) -> None:
+    """With ``--check``, rank 0 trains one process on the global batch and prints the largest gap.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    if args.check and result["rank"] == 0:
+        device = "cuda" if result["backend"] == "nccl" else "cpu"
+        single = train_single(args.steps, args.global_batch, args.seq_len, args.lr, args.seed,
+                              device)
+        gap = float((single["parameters"] - result["parameters"]).abs().max())
+        print(f"one process on the global batch: max |difference| of the parameters {gap:.2e}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The torchrun entry point: train with DDP, print each rank's summary, optionally check.
 
@@ -250,16 +278,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="torchrun --nproc-per-node=N -m course_lib.distributed.ddp",
         description="Train the course's GPT-2 with DistributedDataParallel (gloo or NCCL).")
-    parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--global-batch", type=int, default=8)
-    parser.add_argument("--seq-len", type=int, default=64)
+    add_run_arguments(parser, steps=20)
     parser.add_argument("--accumulate", type=int, default=1)
     parser.add_argument("--bucket-cap-mb", type=float, default=None,
                         help="DDP's bucket size in MiB (default: DDP's own, 25 with a first of 1)")
-    parser.add_argument("--lr", type=float, default=3e-3)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--check", action="store_true",
-                        help="rank 0 also trains one process on the global batch and compares")
     args = parser.parse_args(argv)
     result = train_ddp(args.steps, args.global_batch, args.seq_len, args.lr, args.seed,
                        args.accumulate, bucket_cap_mb=args.bucket_cap_mb)
@@ -267,12 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"rank {result['rank']}/{result['world_size']} ({result['backend']}): final loss "
           f"{result['history'][-1]:.4f}, parameters {result['checksums'][-1]}, "
           f"{result['tokens'] / seconds:,.0f} tokens/s in all", flush=True)
-    if args.check and result["rank"] == 0:
-        device = "cuda" if result["backend"] == "nccl" else "cpu"
-        single = train_single(args.steps, args.global_batch, args.seq_len, args.lr, args.seed,
-                              device)
-        gap = float((single["parameters"] - result["parameters"]).abs().max())
-        print(f"one process on the global batch: max |difference| of the parameters {gap:.2e}")
+    report_check(result, args)
     launch.shutdown()
     return 0
 

@@ -1,0 +1,247 @@
+"""Sharding of chapter 9 (course_lib.distributed.fsdp, .collectives, course_lib.chapter09): the strategy
+and sharding-factor checks, the communication formulas, the ZeRO arithmetic against the paper's worked
+example; and, marked slow, real runs on 2 and 4 gloo processes: per-rank bytes equal to the ZeRO
+formulas, every strategy (FSDP full, ZeRO-2-like, hybrid, offload) equal to one process, mixed
+precision within its stated bound, every collective's bytes equal to the formula; and the torchrun
+entry point."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from course_lib import chapter09, memory, models
+from course_lib.distributed import collectives, cost_model, ddp, fsdp, launch
+from course_lib.exercises import chapter09 as quiz
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+ROOT = Path(__file__).resolve().parents[1]
+UNITS = [540928, 198272, 198272, 198272, 198272]  # the course GPT-2: root, then 4 blocks
+PSI = sum(UNITS)
+
+
+# --- checks of the input ---------------------------------------------------------------------------
+
+def test_unknown_strategy_lists_the_known_ones():
+    with pytest.raises(ValueError, match="unknown strategy 'zero4'; use one of: ddp, zero1, zero2, zero3, hsdp"):
+        fsdp.check_strategy("zero4", 2)
+
+
+@pytest.mark.parametrize("factor", [3, 5])
+def test_sharding_factor_that_does_not_divide_the_ranks_lists_the_divisors(factor):
+    with pytest.raises(ValueError, match=rf"shard_factor={factor} does not divide the 4 ranks.*\[1, 2, 4\]"):
+        fsdp.check_strategy("hsdp", 4, factor)
+
+
+@pytest.mark.parametrize("factor", [None, 0, True, 2.0])
+def test_hybrid_sharding_needs_a_whole_factor(factor):
+    with pytest.raises(ValueError, match="needs shard_factor, a whole number >= 1"):
+        fsdp.check_strategy("hsdp", 4, factor)
+
+
+def test_sharding_factor_with_another_strategy_is_refused():
+    with pytest.raises(ValueError, match="only applies to strategy 'hsdp'"):
+        fsdp.check_strategy("zero3", 4, 2)
+    assert fsdp.check_strategy("zero3", 4, 4) == 4  # the factor zero3 has anyway
+    assert [fsdp.check_strategy(s, 4) for s in ("ddp", "zero1", "zero2", "zero3")] == [1, 1, 4, 4]
+
+
+def test_offload_larger_than_the_free_host_memory_is_refused():
+    with pytest.raises(MemoryError, match="CPU offload would put .* GB free. Use more ranks"):
+        fsdp.check_offload(1e18)
+    fsdp.check_offload(1e6)
+
+
+def test_offload_and_mixed_precision_are_refused_for_ddp():
+    model = torch.nn.Linear(2, 2)
+    with pytest.raises(ValueError, match="FSDP options"):
+        fsdp.shard_model(model, "zero1", 1, offload=True)
+
+
+def test_blocks_finds_gpt2_blocks_and_refuses_other_models():
+    model = models.build_model(models.tiny_config("gpt2"), seed=0)
+    assert models.blocks(model) is model.transformer.h
+    assert fsdp.units(model)[1:] == list(model.transformer.h)
+    with pytest.raises(ValueError, match="no transformer blocks"):
+        models.blocks(torch.nn.Sequential(torch.nn.Linear(2, 2)))
+
+
+# --- formulas --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("strategy", "world", "factor", "expected"), [
+    ("ddp", 4, None, {"all-reduce": 2 * PSI}),
+    ("zero1", 4, None, {"all-reduce": 2 * PSI, "broadcast": PSI}),
+    ("zero2", 4, None, {"all-gather": PSI, "reduce-scatter": PSI}),
+    ("zero3", 4, None, {"all-gather": 2 * PSI, "reduce-scatter": PSI}),
+    ("hsdp", 4, 2, {"all-gather": 2 * PSI, "reduce-scatter": PSI, "all-reduce": PSI}),
+    ("hsdp", 4, 1, {"all-reduce": 2 * PSI}),
+    ("hsdp", 4, 4, {"all-gather": 2 * PSI, "reduce-scatter": PSI}),
+])
+def test_expected_volume_is_the_zero_papers_2_and_3_psi(strategy, world, factor, expected):
+    got = fsdp.expected_volume(UNITS, strategy, world, factor, param_bytes=1, reduce_bytes=1)
+    assert got == expected
+
+
+def test_mixed_precision_halves_the_all_gathers_only():
+    got = fsdp.expected_volume(UNITS, "zero3", 2, param_bytes=2, reduce_bytes=4)
+    assert got == {"all-gather": 2 * PSI * 2, "reduce-scatter": PSI * 4}
+
+
+def test_collective_records_count_volume_and_ring_bytes():
+    records = [collectives.CollectiveRecord("all-reduce", 100, 4, "float32"),
+               collectives.CollectiveRecord("all-gather", 40, 4, "bfloat16"),
+               collectives.CollectiveRecord("all-gather", 60, 2, "bfloat16")]
+    assert [r.volume for r in records] == [200, 40, 60]
+    assert [r.sent_per_rank for r in records] == [150, 30, 30]
+    assert collectives.volume(records) == {"all-reduce": 200, "all-gather": 100}
+
+
+def test_estimator_reproduces_the_zero_papers_example():
+    table = chapter09.zero_paper_table()
+    assert [row[1] for row in table.rows] == [row[2].rstrip("0").rstrip(".") for row in table.rows]
+    assert [row[2] for row in table.rows] == ["120.0", "31.4", "16.6", "1.9"]
+    assert [row[3] for row in table.rows] == ["-", "-", "17.1", "2.1"]  # 18 bytes: DeepSpeed
+
+
+@pytest.mark.parametrize(("stage", "limit"), [(1, 4), (2, 8)])
+def test_stages_1_and_2_tend_to_4x_and_8x(stage, limit):
+    base = memory.training_memory(1e9, "bf16-mixed").model_states
+    ratios = [base / memory.training_memory(1e9, "bf16-mixed", gpus=g, zero_stage=stage).model_states
+              for g in (2, 64, 2**20)]
+    assert ratios == sorted(ratios) and ratios[-1] < limit and ratios[-1] > limit * 0.999
+
+
+def test_offload_copies_twelve_bytes_per_parameter_of_the_shard():
+    seconds = cost_model.offload_transfer_time(8e9, 8, "PCIe 4.0 x16")
+    assert seconds == pytest.approx(12e9 / 32e9)
+    with pytest.raises(ValueError, match="unknown link"):
+        cost_model.offload_transfer_time(8e9, 8, "PCIe 9")
+
+
+def test_exercises_worked_by_hand():
+    assert quiz.q1.feedback(3)[0]  # stage 2 needs 48.75 GB, stage 3 26 GB
+    assert not quiz.q1.feedback(2)[0]
+    assert quiz.q2.feedback(6)[0]
+    assert quiz.q3.feedback(14)[0]
+
+
+# --- real runs on gloo processes -------------------------------------------------------------------
+
+RUNS_2 = [{"strategy": s} for s in ("ddp", "zero1", "zero2", "zero3")] + [
+    {"strategy": "zero3", "offload": True}, {"strategy": "zero3", "mixed_precision": True}]
+RUNS_4 = [{"strategy": s} for s in ("zero1", "zero2", "zero3")] + [
+    {"strategy": "hsdp", "shard_factor": f} for f in (1, 2)]
+
+
+@pytest.fixture(scope="module")
+def runs():
+    """Every run the slow tests check (one launch per world size), and the one-process reference."""
+    out = {}
+    for n, kwargs in ((2, RUNS_2), (4, RUNS_4)):
+        for run in chapter09.by_run(launch.launch(fsdp.__name__ + ":train_many", n,
+                                                  {"runs": kwargs}, timeout=400, echo=False)):
+            out[chapter09.label(run)] = run
+    out["single"] = ddp.train_single(steps=3, global_batch=8, seq_len=64, lr=3e-3, seed=0)
+    out["initial"] = fsdp.initial_parameters(0)
+    return out
+
+
+def sharded(runs):
+    return {k: v for k, v in runs.items() if k not in ("single", "initial")}
+
+
+@pytest.mark.slow
+def test_every_rank_holds_what_the_zero_formulas_say(runs):
+    for name, run in sharded(runs).items():
+        r, n = run[0], run[0]["world_size"]
+        states = [x["state_bytes"] for x in run]
+        if r["strategy"] == "zero1":  # whole parameters and gradients, optimizer states shared out
+            assert all(s["parameters"] == s["gradients"] == 4 * PSI for s in states), name
+            assert sum(s["optimizer states"] for s in states) == 8 * PSI, name
+            assert len({s["optimizer states"] for s in states}) > 1, name  # whole tensors: uneven
+            continue
+        copies = 1 if r["strategy"] == "ddp" else r["shard_factor"]
+        expected = {"parameters": 4 * PSI // copies, "gradients": 4 * PSI // copies,
+                    "optimizer states": 8 * PSI // copies}
+        assert states == [expected] * n, name
+        assert sum(expected.values()) == memory.training_memory(
+            PSI, "fp32", gpus=copies, zero_stage=3 if copies > 1 else 0).model_states
+
+
+@pytest.mark.slow
+def test_peaks_show_what_gathering_costs(runs):
+    peak = {name: run[0]["peak_parameter_bytes"] for name, run in sharded(runs).items()}
+    for n in (2, 4):
+        assert peak[f"zero2, {n} ranks"] == 4 * PSI + 4 * PSI // n  # everything gathered, shards kept
+        assert peak[f"zero3, {n} ranks"] == 4 * PSI // n + 4 * (UNITS[0] + UNITS[1])  # root + a block
+    assert peak["ddp, 2 ranks"] == 4 * PSI
+    assert peak["zero3, 2 ranks, bf16"] == 4 * PSI // 2 + 2 * (UNITS[0] + UNITS[1])
+
+
+@pytest.mark.slow
+def test_every_strategy_trains_what_one_process_trains(runs):
+    single, initial = runs["single"], runs["initial"]
+    update = (single["parameters"] - initial).norm()
+    for name, run in sharded(runs).items():
+        relative = float((run[0]["parameters"] - single["parameters"]).norm() / update)
+        if run[0]["mixed_precision"]:
+            assert 1e-3 < relative < 0.1, (name, relative)  # bf16 rounds visibly, within the bound
+        else:
+            assert relative < 1e-4, (name, relative)
+        assert all(torch.equal(x["parameters"], run[0]["parameters"]) for x in run), name
+
+
+@pytest.mark.slow
+def test_every_collective_has_the_bytes_of_the_formula(runs):
+    for name, run in sharded(runs).items():
+        r = run[0]
+        factor = r["shard_factor"] if r["strategy"] == "hsdp" else None
+        expected = fsdp.expected_volume(r["unit_numels"], r["strategy"], r["world_size"], factor,
+                                        param_bytes=2 if r["mixed_precision"] else 4)
+        for x in run:
+            assert x["volume"][1:] == [expected] * (len(x["volume"]) - 1), name
+    assert all(row[-1] == "yes" for row in chapter09.volume_table(list(sharded(runs).values())).rows)
+
+
+@pytest.mark.slow
+def test_chapter_tables_lay_out_the_runs(runs):
+    plain = [run for name, run in sharded(runs).items() if "bf16" not in name]
+    table = chapter09.memory_table(plain)
+    row = next(r for r in table.rows if r[0] == "zero3, 4 ranks")
+    assert row[4] == row[5] == f"{16 * PSI / 4 / 1e6:.2f}"
+    factors = chapter09.factor_table([runs["hsdp, 4 ranks, factor 1"], runs["hsdp, 4 ranks, factor 2"],
+                                      runs["zero3, 4 ranks"]])
+    assert [r[1] for r in factors.rows] == ["4", "2", "1"]
+    equal = chapter09.equality_table(plain, runs["single"], runs["initial"])
+    assert len(equal.rows) == len(plain)
+
+
+@pytest.mark.slow
+def test_a_bad_strategy_in_a_rank_stops_the_launch_with_its_message():
+    with pytest.raises(launch.LaunchError, match=r"rank \d failed") as info:
+        launch.launch(fsdp.__name__ + ":train_sharded", 2, {"strategy": "hsdp", "shard_factor": 3},
+                      timeout=120, echo=False)
+    assert "does not divide the 2 ranks" in str(info.value)
+
+
+@pytest.mark.slow
+def test_torchrun_entry_point_trains_sharded_and_checks_against_one_process():
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONHASHSEED="0")
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2",
+               "-m", "course_lib.distributed.fsdp", "--strategy", "zero3", "--steps", "3",
+               "--global-batch", "4", "--seq-len", "32", "--check"]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
+    text = done.stdout + done.stderr
+    assert done.returncode == 0, text[-3000:]
+    for rank in (0, 1):
+        assert re.search(rf"^rank {rank}/2 \((gloo|nccl), zero3\): final loss \d+\.\d+; holds parameters "
+                         rf"{4 * PSI / 2 / 1e6:.2f} MB", done.stdout, re.MULTILINE), text[-3000:]
+    gap = float(re.search(r"max \|difference\| of the parameters (\S+)", done.stdout).group(1))
+    assert gap < 1e-4
