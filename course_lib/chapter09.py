@@ -133,8 +133,8 @@ def volume_table(runs: Sequence[Run], step: int = 1) -> Table:
         r = run[0]
         counted = r["volume"][step]
         psi = 4 * r["n_params"]
-        factor = None if r["strategy"] != "hsdp" else r["shard_factor"]
-        expected = fsdp.expected_volume(r["unit_numels"], r["strategy"], r["world_size"], factor,
+        expected = fsdp.expected_volume(r["unit_numels"], r["strategy"], r["world_size"],
+                                        r["shard_factor"],
                                         param_bytes=2 if r["mixed_precision"] else 4)
         rows.append([label(run), *[f"{counted.get(k, 0) / 1e6:.2f}" for k in kinds],
                      f"{sum(counted.values()) / psi:.2f}", f"{sum(expected.values()) / psi:.2f}",

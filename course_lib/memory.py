@@ -429,15 +429,36 @@ def gpus_to_train(
 def tensor_bytes(tensors: Iterable[torch.Tensor]) -> int:
     """Bytes of the distinct storages behind some tensors (a view is counted once, with its base).
 
+    A sharded ``DTensor`` (FSDP, chapter 9) counts the shard this process holds.
+
     Chapter 2, *The memory wall*.
     """
     seen: dict[int, int] = {}
     for t in tensors:
         if t is None:
             continue
+        if hasattr(t, "to_local"):  # a DTensor: only its local shard lives here
+            t = t.to_local()
         storage = t.untyped_storage()
         seen[storage.data_ptr()] = storage.nbytes()
     return sum(seen.values())
+
+
+
+def model_state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, int]:
+    """Bytes this process holds of a model's parameters, gradients and optimizer states.
+
+    Sharded tensors count their local shard; a ``ZeroRedundancyOptimizer`` counts the states of
+    the local optimizer it wraps.
+
+    Chapter 2, *The memory wall*.
+    """
+    inner = getattr(optimizer, "optim", optimizer)
+    states = [t for s in inner.state.values() for t in s.values()
+              if isinstance(t, torch.Tensor) and t.dim() > 0]
+    params = list(model.parameters())
+    return {"parameters": tensor_bytes(params), "gradients": tensor_bytes(p.grad for p in params),
+            "optimizer states": tensor_bytes(states)}
 
 
 class SavedTensorMeter:

@@ -202,9 +202,8 @@ def test_every_strategy_trains_what_one_process_trains(runs):
 def test_every_collective_has_the_bytes_of_the_formula(runs):
     for name, run in sharded(runs).items():
         r = run[0]
-        factor = r["shard_factor"] if r["strategy"] == "hsdp" else None
-        expected = fsdp.expected_volume(r["unit_numels"], r["strategy"], r["world_size"], factor,
-                                        param_bytes=2 if r["mixed_precision"] else 4)
+        expected = fsdp.expected_volume(r["unit_numels"], r["strategy"], r["world_size"],
+                                        r["shard_factor"], param_bytes=2 if r["mixed_precision"] else 4)
         for x in run:
             assert x["volume"][1:] == [expected] * (len(x["volume"]) - 1), name
     assert all(row[-1] == "yes" for row in chapter09.volume_table(list(sharded(runs).values())).rows)

@@ -193,3 +193,12 @@ def test_more_sharding_never_costs_more_model_states(n, gpus, precision, optimiz
     one_gpu = memory.training_memory(n, precision, optimizer, gpus=1, zero_stage=3).model_states
     assert math.isclose(one_gpu, states[0])
     assert states[3] == pytest.approx(states[0] / gpus)
+
+
+def test_model_state_bytes_counts_parameters_gradients_and_adam_states():
+    model = torch.nn.Linear(10, 4)  # 44 parameters
+    optimizer = torch.optim.AdamW(model.parameters())
+    model(torch.ones(2, 10)).sum().backward()
+    optimizer.step()
+    assert memory.model_state_bytes(model, optimizer) == {
+        "parameters": 44 * 4, "gradients": 44 * 4, "optimizer states": 2 * 44 * 4}

@@ -141,11 +141,7 @@ class _Observer:
         if self.traffic is not None:
             self.rounds.append(self.traffic.rounds)
         if step == 0:  # after the first step every state exists, before the gradients are cleared
-            states = [t for s in optimizer.state.values() for t in s.values()
-                      if isinstance(t, torch.Tensor) and t.dim() > 0]
-            self.states = {"parameters": memory.tensor_bytes(self.model.parameters()),
-                           "gradients": memory.tensor_bytes(p.grad for p in self.model.parameters()),
-                           "optimizer states": memory.tensor_bytes(states)}
+            self.states = memory.model_state_bytes(self.model, optimizer)
         self.checksums.append(checksum(self.model))
 
 

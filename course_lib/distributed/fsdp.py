@@ -27,7 +27,7 @@ import argparse
 import functools
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -42,7 +42,7 @@ from course_lib.distributed.ddp import (_model, _tokenizer, add_run_arguments, c
 from course_lib.distributed.traffic import Traffic, counting_hook
 
 __all__ = ["STRATEGIES", "check_offload", "check_strategy", "expected_volume", "full_parameters", "initial_parameters",
-           "local_bytes", "main", "shard_model", "train_many", "train_sharded", "units"]
+           "main", "shard_model", "train_many", "train_sharded", "units"]
 
 #: The strategies, and what each one shards.
 STRATEGIES = {
@@ -106,12 +106,6 @@ def units(model: torch.nn.Module) -> list[torch.nn.Module]:
     return [model, *blocks]
 
 
-def _own_numel(unit: torch.nn.Module, others: Sequence[torch.nn.Module]) -> int:
-    """Parameters of ``unit`` that belong to none of ``others`` (for the root: not in a block)."""
-    inner = {id(p) for o in others for p in o.parameters()}
-    return sum(p.numel() for p in unit.parameters() if id(p) not in inner)
-
-
 def shard_model(model: torch.nn.Module, strategy: str, world_size: int,
                 shard_factor: int | None = None, offload: bool = False,
                 mixed_precision: bool = False,
@@ -157,17 +151,6 @@ def initial_parameters(seed: int = 0, dtype: str = "float32") -> torch.Tensor:
     from course_lib.distributed.ddp import flat_parameters
 
     return flat_parameters(_model(data.course_tokenizer(), seed, dtype))
-
-
-def local_bytes(tensors: Iterable[torch.Tensor | None]) -> int:
-    """Bytes that this rank really holds for some tensors: a sharded tensor counts its shard only.
-
-    Chapter 9, *Sharding with ZeRO and FSDP*.
-    """
-    from torch.distributed.tensor import DTensor
-
-    return memory.tensor_bytes(t.to_local() if isinstance(t, DTensor) else t
-                               for t in tensors if t is not None)
 
 
 def full_parameters(model: torch.nn.Module) -> torch.Tensor:
@@ -222,20 +205,16 @@ class _Meter:
         self.model, self.calls, self._dtensor = model, calls, DTensor
         self.step_times: list[float] = []
         self.states: dict[str, int] = {}
-        self.fsdp = any(isinstance(p, DTensor) for p in model.parameters())
+        # The local shards (FSDP keeps them all the time); DDP's whole parameters are their own.
         self.shards = [p.to_local() if isinstance(p, DTensor) else p for p in model.parameters()]
-        self.sharded = memory.tensor_bytes(self.shards)
         self.peak = 0
         for unit in units(model):
             unit.register_forward_pre_hook(self._held)
 
     def _held(self, *_: object) -> None:
-        """Shards (FSDP keeps them) plus every parameter that is gathered right now."""
-        if not self.fsdp:
-            self.peak = max(self.peak, self.sharded)  # DDP: whole parameters, nothing gathered
-            return
-        gathered = [p for p in self.model.parameters() if not isinstance(p, self._dtensor)]
-        self.peak = max(self.peak, memory.tensor_bytes([*self.shards, *gathered]))
+        """The shards plus every parameter that is whole right now (gathered, or never sharded)."""
+        whole = [p for p in self.model.parameters() if not isinstance(p, self._dtensor)]
+        self.peak = max(self.peak, memory.tensor_bytes([*self.shards, *whole]))
 
     def __call__(self, step: int, loss: float, optimizer: torch.optim.Optimizer) -> None:
         if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -243,13 +222,7 @@ class _Meter:
         self.step_times.append(time.perf_counter())
         self.calls.mark()
         if step == 0:  # every state exists now, before the gradients are cleared
-            inner = getattr(optimizer, "optim", optimizer)  # ZeroRedundancyOptimizer's local one
-            states = [t for s in inner.state.values() for t in s.values()
-                      if isinstance(t, torch.Tensor) and t.dim() > 0]
-            params = list(self.model.parameters())
-            self.states = {"parameters": local_bytes(params),
-                           "gradients": local_bytes(p.grad for p in params),
-                           "optimizer states": local_bytes(states)}
+            self.states = memory.model_state_bytes(self.model, optimizer)
 
 
 def train_sharded(strategy: str = "zero3", steps: int = 3, global_batch: int = 8,
@@ -272,8 +245,8 @@ def train_sharded(strategy: str = "zero3", steps: int = 3, global_batch: int = 8
     check_batch(global_batch, worker.world_size)
     tokenizer = _tokenizer(worker)
     model = _model(tokenizer, seed, dtype, worker.device)
-    unit_numels = [_own_numel(model, models.blocks(model))]
-    unit_numels += [sum(p.numel() for p in b.parameters()) for b in models.blocks(model)]
+    blocks = [sum(p.numel() for p in b.parameters()) for b in models.blocks(model)]
+    unit_numels = [sum(p.numel() for p in model.parameters()) - sum(blocks), *blocks]  # root first
     wrapped = shard_model(model, strategy, worker.world_size, shard_factor, offload,
                           mixed_precision, worker.device)
     optimizer = None
