@@ -1,6 +1,6 @@
 """Exercises with checking functions: each compares a learner's answer with one the library computes.
 
-Every chapter ends with them (``chapter01`` ... ``chapter09``).
+Every chapter ends with them (``chapter01`` ... ``chapter10``).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Callable
 
-from course_lib import formats, memory, quant
+from course_lib import formats, memory, quant, roofline
 from course_lib.distributed import cost_model
 
 
@@ -436,5 +436,42 @@ chapter09 = SimpleNamespace(
         rel_tol=0.01,
         hint="The states are sharded over the 8 GPUs of a group (16 bytes x 7e9 / 8) and replicated across "
              "the 8 groups, which saves nothing per GPU.",
+    ),
+)
+
+
+#: Chapter 10, "Hardware for LLM training".
+chapter10 = SimpleNamespace(
+    q1=Exercise(
+        "At what arithmetic intensity (FLOP per byte) does an A100 SXM 80GB turn from memory-bound to "
+        "compute-bound in dense BF16? Use the datasheet's figures (roofline.DATASHEETS).",
+        lambda: roofline.roof_of("A100 SXM 80GB", "bf16").ridge,
+        unit="FLOP/byte",
+        rel_tol=0.01,
+        hint="The ridge point is peak / bandwidth: 312e12 FLOP/s over 2,039e9 bytes/s.",
+    ),
+    q2=Exercise(
+        "Decoding at batch 1 reads every weight once per token. At most how many tokens per second can "
+        "one H100 SXM generate with a 7B-parameter model in BF16, counting the weights only?",
+        lambda: roofline.DATASHEETS["H100 SXM"].bandwidth / (7e9 * 2),
+        unit="tokens/s",
+        rel_tol=0.02,
+        hint="Each token moves 7e9 x 2 bytes; the memory delivers 3.35e12 bytes per second.",
+    ),
+    q3=Exercise(
+        "How many hours does it take to train a 1B-parameter model on 20B tokens on 8 H100 SXM GPUs at 40 % "
+        "of their dense BF16 peak? Use C = 6 N D.",
+        lambda: roofline.time_to_train(1e9, 20e9, roofline.DATASHEETS["H100 SXM"].dense["bf16"], 0.4, 8) / 3600,
+        unit="hours",
+        rel_tol=0.02,
+        hint="6 x 1e9 x 20e9 FLOPs divided by 8 x 989.5e12 x 0.4 FLOP/s gives seconds.",
+    ),
+    q4=Exercise(
+        "How many seconds does it take to load a 70B-parameter checkpoint stored in BF16 from a disk that "
+        "reads 2 GB/s (2e9 bytes per second)?",
+        lambda: 70e9 * 2 / 2e9,
+        unit="s",
+        rel_tol=0.02,
+        hint="Bytes of the checkpoint (2 per parameter) divided by the read speed.",
     ),
 )

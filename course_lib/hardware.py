@@ -11,8 +11,11 @@ n**3 terms), so the throughput is ``2 n**3 / seconds``.
 Low precision is fast only where the hardware has units for it: NVIDIA tensor cores (FP16, BF16
 since Ampere, FP8 since Hopper), and on CPUs Intel AMX or AVX-512 BF16 / FP16, or Arm's BF16
 instructions. Elsewhere torch converts to FP32 and back, and 16-bit products can be *slower*
-than FP32. :func:`cpu_features` reports which of these units the CPU announces.
-Chapter 10 (*Hardware for LLM training*) extends this module.
+than FP32. :func:`cpu_features` reports which of these units the CPU announces. INT8 products
+(int8 times int8, summed in int32) go through ``torch._int_mm``, the kernel that torch's own
+INT8 quantization uses, and count integer operations; :func:`int8_supported` says whether the
+device has it. Chapter 10 (*Hardware for LLM training*) measures the peaks of this module's
+benchmark and places them on a roofline.
 """
 
 from __future__ import annotations
@@ -35,11 +38,11 @@ from course_lib.tables import Table
 __all__ = [
     "MATMUL_DTYPES", "CPU_FEATURES", "MatmulResult", "matmul_flops", "default_sizes", "available_devices",
     "time_matmul", "interleaved_times", "matmul_benchmark", "speedups", "matmul_table", "cpu_features",
-    "cpu_name", "describe_machine",
+    "cpu_name", "describe_machine", "int8_supported", "peak_result",
 ]  # fmt: skip
 
 #: The dtypes the matrix benchmark knows, by the course's names (:mod:`course_lib.dtypes`).
-MATMUL_DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp64")
+MATMUL_DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp64", "int8")
 
 #: CPU feature flags (as Linux's /proc/cpuinfo spells them) that matter for low-precision maths.
 CPU_FEATURES: dict[str, str] = {
@@ -142,6 +145,27 @@ def available_devices() -> list[str]:
     return ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
+def int8_supported(device: str | torch.device | None = None) -> bool:
+    """Whether torch multiplies INT8 matrices into INT32 on ``device`` (``torch._int_mm``).
+
+    Chapter 10, *Hardware for LLM training*.
+    """
+    dev = _device(device)
+    a = torch.ones(32, 32, dtype=torch.int8, device=dev)
+    try:
+        return bool(torch._int_mm(a, a)[0, 0].item() == 32)
+    except (RuntimeError, AttributeError, NotImplementedError):
+        return False
+
+
+def _check_int8(dev: torch.device, size: int) -> None:
+    if not int8_supported(dev):
+        raise ValueError(f"this torch ({torch.__version__}) has no INT8 matrix product on "
+                         f"{dev.type}; leave 'int8' out of dtypes")
+    if dev.type == "cuda" and (size <= 16 or size % 8):
+        raise ValueError(f"INT8 products on a GPU need sizes above 16 and a multiple of 8, got {size}")
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -165,9 +189,15 @@ def _run_cases(
     calls, numbers = [], []
     for size, dtype in cases:
         g = torch.Generator().manual_seed(seed)
-        a = torch.randn(size, size, generator=g).to(dev, _dtype(dtype))
-        b = torch.randn(size, size, generator=g).to(dev, _dtype(dtype))
-        call = functools.partial(torch.matmul, a, b)
+        if _dtype(dtype) == torch.int8:
+            _check_int8(dev, size)
+            a, b = (torch.randint(-128, 128, (size, size), generator=g, dtype=torch.int8).to(dev)
+                    for _ in range(2))  # fmt: skip
+            call = functools.partial(torch._int_mm, a, b)
+        else:
+            a = torch.randn(size, size, generator=g).to(dev, _dtype(dtype))
+            b = torch.randn(size, size, generator=g).to(dev, _dtype(dtype))
+            call = functools.partial(torch.matmul, a, b)
         one = min(_timed(call, dev, 1), _timed(call, dev, 1))  # warm-up: first calls pick kernels
         # GPUs are too fast to time one small product: run enough back to back to last min_seconds.
         numbers.append(max(1, min(10_000, math.ceil(min_seconds / max(one, 1e-9)))))
@@ -288,6 +318,20 @@ def speedups(results: Sequence[MatmulResult], baseline: str = "fp32") -> dict[tu
             for r in results if (r.device, r.size) in base}  # fmt: skip
 
 
+def peak_result(results: Sequence[MatmulResult], dtype: str = "fp32") -> MatmulResult:
+    """The fastest result (highest GFLOP/s) of one dtype: the measured peak of a roofline.
+
+    Chapter 10, *Hardware for LLM training*.
+    """
+    dtype = choice(dtype, MATMUL_DTYPES, "dtype")
+    found = [r for r in results if r.dtype == dtype]
+    if not found:
+        have = sorted({r.dtype for r in results}) or ["none"]
+        raise ValueError(f"no {dtype} result among the results (dtypes: {', '.join(have)}); "
+                         f"add {dtype!r} to matmul_benchmark(dtypes=...)")
+    return max(found, key=lambda r: r.gflops)
+
+
 def matmul_table(results: Sequence[MatmulResult], baseline: str = "fp32") -> Table:
     """Per result: ms per product and GFLOP/s of the fastest run, the ratio to ``baseline``, the spread.
 
@@ -306,6 +350,8 @@ def matmul_table(results: Sequence[MatmulResult], baseline: str = "fp32") -> Tab
     runs = sorted({r.repeats for r in results})
     title = ("one run per row" if runs == [1]
              else f"fastest of {' or '.join(map(str, runs))} interleaved runs per row")
+    if any(r.dtype == "int8" for r in results):
+        title += "; int8 rows count integer operations (GOP/s)"
     headers = ["device", "matrices", "dtype", "ms per product", "GFLOP/s", f"vs {baseline}", "median run"]
     return Table(headers, rows, title=title)
 

@@ -201,3 +201,82 @@ def test_the_plot_is_labelled():
 def test_numpy_numbers_are_accepted():
     np = pytest.importorskip("numpy")
     assert cm.ring_allreduce_bytes(np.float64(1000), np.int64(4)) == pytest.approx(1500)
+
+
+# --- fitting alpha and beta to measured times (chapter 10) ----------------------------------------
+
+FIT_SIZES = [4 * 4**k * 1024 for k in range(8)]  # 4 KiB to 64 MiB
+
+
+@pytest.mark.parametrize("name", ["PCIe 4.0 x16", "NVLink 4 (H100)", "Ethernet 100G"])
+@pytest.mark.parametrize("world", [2, 8])
+@pytest.mark.parametrize("relative", [True, False])
+def test_fit_recovers_alpha_and_beta_of_exact_times(name, world, relative):
+    link = LINKS[name]
+    times = [cm.ring_allreduce_time(s, world, link) for s in FIT_SIZES]
+    fitted = cm.fit_alpha_beta(FIT_SIZES, times, world, relative=relative)
+    assert fitted.latency == pytest.approx(link.latency, rel=1e-6)
+    assert fitted.bandwidth == pytest.approx(link.bandwidth, rel=1e-9)
+    assert fitted.name == "measured" and "8 all-reduce times" in fitted.note
+    for s in FIT_SIZES:  # it plugs back into the model
+        assert cm.ring_allreduce_time(s, world, fitted) == pytest.approx(
+            cm.ring_allreduce_time(s, world, link), rel=1e-6)
+
+
+@pytest.mark.parametrize("world", [2, 8])
+def test_fit_with_five_percent_noise_is_close(world):
+    import random
+
+    rng = random.Random(world)
+    link = LINKS["InfiniBand NDR"]
+    sizes = FIT_SIZES * 3  # three noisy times per size
+    times = [cm.ring_allreduce_time(s, world, link) * (1 + rng.uniform(-0.05, 0.05)) for s in sizes]
+    fitted = cm.fit_alpha_beta(sizes, times, world)
+    assert fitted.latency == pytest.approx(link.latency, rel=0.15)
+    assert fitted.bandwidth == pytest.approx(link.bandwidth, rel=0.05)
+
+
+def test_relative_fit_gets_the_latency_that_a_plain_fit_misses():
+    link = Link("toy", bandwidth=10e9, latency=20e-6, source="nccl_docs")
+    times = [cm.ring_allreduce_time(s, 2, link) for s in FIT_SIZES]
+    times[-1] *= 1.01  # 1 % noise on the largest message only
+    relative = cm.fit_alpha_beta(FIT_SIZES, times, 2)
+    plain = cm.fit_alpha_beta(FIT_SIZES, times, 2, relative=False)
+    assert relative.latency == pytest.approx(link.latency, rel=0.02)
+    assert abs(plain.latency - link.latency) > 10 * abs(relative.latency - link.latency)
+
+
+@settings(max_examples=100, deadline=None)
+@given(alpha=st.floats(1e-7, 1e-3), beta=st.floats(1e8, 1e12), world=st.integers(2, 1024))
+def test_fit_inverts_the_ring_model(alpha, beta, world):
+    link = Link("any", bandwidth=beta, latency=alpha, source="nccl_docs")
+    times = [cm.ring_allreduce_time(s, world, link) for s in FIT_SIZES]
+    fitted = cm.fit_alpha_beta(FIT_SIZES, times, world)
+    assert fitted.latency == pytest.approx(alpha, rel=1e-5)
+    assert fitted.bandwidth == pytest.approx(beta, rel=1e-6)
+
+
+def test_negative_intercept_is_clamped_and_said():
+    # Times proportional to size, less a little: the line crosses zero below the origin.
+    times = [s / 1e9 - 1e-7 for s in FIT_SIZES]
+    fitted = cm.fit_alpha_beta(FIT_SIZES, times, 4, name="noisy")
+    assert fitted.latency == 0 and fitted.name == "noisy"
+    assert "set to 0" in fitted.note
+    assert fitted.bandwidth == pytest.approx(2 * 3 / 4 * 1e9, rel=0.01)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: cm.fit_alpha_beta([1e3, 1e6], [1e-5], 2), "same length"),
+    (lambda: cm.fit_alpha_beta([1e3, 1e3], [1e-5, 2e-5], 2), "at least 2 distinct message sizes"),
+    (lambda: cm.fit_alpha_beta([1e3], [1e-5], 2), "at least 2 distinct"),
+    (lambda: cm.fit_alpha_beta([1e3, 1e6], [1e-5, 0], 2), "positive number of seconds"),
+    (lambda: cm.fit_alpha_beta([1e3, 1e6], [1e-5, float("nan")], 2), "positive number of seconds"),
+    (lambda: cm.fit_alpha_beta([1e3, -1], [1e-5, 1e-4], 2), "every size must be a number of bytes"),
+    (lambda: cm.fit_alpha_beta([1e3, 1e6], [1e-5, 1e-4], 1), "world_size must be >= 2"),
+    (lambda: cm.fit_alpha_beta([1e3, 1e6], [1e-5, 1e-4], 0), "world_size must be a whole number"),
+    (lambda: cm.fit_alpha_beta("1e3", [1e-5], 2), "must be lists of numbers"),
+    (lambda: cm.fit_alpha_beta([1e3, 1e6], [2e-4, 1e-4], 2), "do not grow with the message size"),
+])
+def test_fit_bad_inputs_say_what_to_pass(call, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        call()

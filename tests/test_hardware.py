@@ -74,7 +74,7 @@ def test_machine_description():
     assert hardware.cpu_name()
 
 
-@pytest.mark.parametrize("dtype", ["fp8", "int8", "float", "", None, 32])
+@pytest.mark.parametrize("dtype", ["fp8", "int4", "float", "", None, 32])
 def test_unknown_dtype_is_a_clear_error(dtype):
     with pytest.raises(ValueError, match="unknown dtype .* valid values: fp32, bf16, fp16"):
         hardware.time_matmul(8, dtype)
@@ -135,3 +135,44 @@ def test_benchmark_script_rejects_bad_sizes(capsys):
     with pytest.raises(SystemExit):
         main(["--sizes", "0", "--device", "cpu"])
     assert "size must be a whole number >= 1" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not hardware.int8_supported("cpu"), reason="this torch has no CPU INT8 product")
+def test_int8_products_are_timed_and_counted_as_integer_operations():
+    r = hardware.time_matmul(64, "int8", "cpu", repeats=2, min_seconds=0)
+    assert (r.dtype, r.flops) == ("int8", 2 * 64**3) and r.seconds > 0
+    table = hardware.matmul_table([r, hardware.time_matmul(64, "fp32", "cpu", 1, 0)])
+    assert "integer operations" in table.title
+
+
+def test_int8_supported_answers_a_bool_and_matches_an_exact_product():
+    assert isinstance(hardware.int8_supported("cpu"), bool)
+    if hardware.int8_supported("cpu"):
+        a = torch.randint(-128, 128, (32, 32), dtype=torch.int8, generator=torch.Generator().manual_seed(0))
+        assert torch.equal(torch._int_mm(a, a), a.int() @ a.int())
+
+
+def test_an_unsupported_int8_product_says_to_leave_it_out(monkeypatch):
+    monkeypatch.setattr(hardware, "int8_supported", lambda device=None: False)
+    with pytest.raises(ValueError, match="leave 'int8' out of dtypes"):
+        hardware.time_matmul(32, "int8", "cpu", repeats=1, min_seconds=0)
+
+
+def test_peak_result_is_the_fastest_of_one_dtype():
+    made = [hardware.MatmulResult("cpu", "fp32", 8, (t,), 1) for t in (2.0, 1.0, 3.0)]
+    made.append(hardware.MatmulResult("cpu", "bf16", 8, (0.1,), 1))
+    assert hardware.peak_result(made, "fp32") is made[1]
+    with pytest.raises(ValueError, match=r"no fp16 result .* add 'fp16' to matmul_benchmark"):
+        hardware.peak_result(made, "fp16")
+
+
+@pytest.mark.slow
+def test_the_hardware_benchmark_prints_one_row_per_measured_figure(capsys, tmp_path):
+    main = runpy.run_path(str(BENCHMARK.with_name("hardware.py")))["main"]
+    assert main(["--quick", "--directory", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    for figure in ("matrix products, fp32", "triad, 64.00 MiB", "ridge point", "disk, sequential",
+                   "disk, random 4 KiB reads", "tokenisation, 2 worker(s)",
+                   "all-reduce, 2 processes: alpha", "all-reduce, 2 processes: beta"):
+        assert figure in out, figure
+    assert list(tmp_path.iterdir()) == []  # the disk test left no file behind

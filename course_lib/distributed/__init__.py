@@ -1,4 +1,4 @@
-"""Part III, *Beyond one GPU* (chapters 8 and 9): real ``torch.distributed`` on CPU processes (gloo) or GPUs (NCCL).
+"""Part III, *Beyond one GPU* (chapters 8 to 10): real ``torch.distributed`` on CPU processes (gloo) or GPUs (NCCL).
 
 * :mod:`~course_lib.distributed.launch`: start N worker processes as ``torchrun`` does, from a
   notebook (free port, rank-prefixed output, a timeout, no orphans), and join the process group
@@ -16,6 +16,8 @@
 * :mod:`~course_lib.distributed.fsdp`: ZeRO stages 1-3 with PyTorch's own tools (DDP,
   ``ZeroRedundancyOptimizer``, FSDP2 ``fully_shard``, hybrid sharding, CPU offload, mixed
   precision), measured per rank; also a script for torchrun.
+* :mod:`~course_lib.distributed.collective_bench`: all-reduce time and bandwidth against message
+  size between local processes, fitted with the alpha-beta model (chapter 10); also a script.
 
 The modules import ``torch.distributed`` only; nothing here needs a GPU.
 """

@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = ["DDP_BUCKET_BYTES", "LINKS", "Link", "StepTime", "data_parallel_step",
-           "offload_transfer_time", "plot_scaling", "ring_allreduce_bytes", "ring_allreduce_time",
-           "scaling_table"]
+           "fit_alpha_beta", "offload_transfer_time", "plot_scaling", "ring_allreduce_bytes",
+           "ring_allreduce_time", "scaling_table"]
 
 #: DDP's default gradient bucket: ``bucket_cap_mb=25``, i.e. 25 MiB.
 DDP_BUCKET_BYTES: int = 25 * 2**20
@@ -136,6 +136,72 @@ def ring_allreduce_time(n_bytes: float, world_size: int, link: Link | str) -> fl
     """
     n, link = _check_world(world_size), _link(link)
     return 2 * (n - 1) * link.latency + ring_allreduce_bytes(n_bytes, n) / link.bandwidth
+
+
+def fit_alpha_beta(sizes: Sequence[float], seconds: Sequence[float], world_size: int,
+                   relative: bool = True, name: str = "measured") -> Link:
+    """Fit the ring all-reduce model to measured times: a :class:`Link` with the fitted alpha and beta.
+
+    A straight line ``t = a + b * S`` is fitted to the all-reduce times ``seconds`` of messages of
+    ``sizes`` bytes over ``world_size`` ranks (pass each size's fastest time; a size may repeat),
+    then the ring model of :func:`ring_allreduce_time`,
+    ``t = 2 (N - 1) alpha + 2 (N - 1) / N * S / beta``, is inverted:
+    ``alpha = a / (2 (N - 1))`` and ``beta = 2 (N - 1) / (N b)``. The result plugs into
+    :func:`ring_allreduce_time`, :func:`data_parallel_step` and :func:`scaling_table`.
+
+    Which errors count. Times span orders of magnitude (microseconds for small messages,
+    milliseconds for large ones), and a plain least-squares fit minimises absolute errors, so the
+    largest messages decide it and the latency (the small messages' time) comes out as noise.
+    ``relative=True`` (the default) minimises relative errors instead, weighting each point by
+    ``1 / t**2``, so that every size counts alike; ``relative=False`` is the plain fit. Noise can
+    push the intercept below zero: the latency is then clamped at 0, the slope refitted through
+    the origin, and the link's ``note`` says so. A slope <= 0 (times that do not grow with size)
+    raises a ValueError: measure larger messages.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    if isinstance(sizes, (str, bytes)) or isinstance(seconds, (str, bytes)) \
+            or not isinstance(sizes, Sequence) or not isinstance(seconds, Sequence):
+        raise ValueError("sizes and seconds must be lists of numbers: bytes per message and the "
+                         "seconds of its all-reduce.")
+    if len(sizes) != len(seconds):
+        raise ValueError(f"sizes and seconds must have the same length (one time per size), got "
+                         f"{len(sizes)} sizes and {len(seconds)} times.")
+    xs = [_check_bytes(s, "every size") for s in sizes]
+    ts = []
+    for t in seconds:
+        if isinstance(t, bool) or not isinstance(t, numbers.Real) or not math.isfinite(t) or t <= 0:
+            raise ValueError(f"every time must be a positive number of seconds, got {t!r}.")
+        ts.append(float(t))
+    n = _check_world(world_size)
+    if n < 2:
+        raise ValueError("world_size must be >= 2 to fit the ring model: one rank sends nothing.")
+    if len(set(xs)) < 2:
+        raise ValueError(f"fitting a line needs at least 2 distinct message sizes, got "
+                         f"{sorted(set(xs))}; measure small and large messages (e.g. 4 KiB to "
+                         "16 MiB).")
+    weights = [1 / t**2 if relative else 1.0 for t in ts]
+    total = sum(weights)
+    mean_x = sum(w * x for w, x in zip(weights, xs)) / total
+    mean_t = sum(w * t for w, t in zip(weights, ts)) / total
+    slope = (sum(w * (x - mean_x) * (t - mean_t) for w, x, t in zip(weights, xs, ts))
+             / sum(w * (x - mean_x) ** 2 for w, x in zip(weights, xs)))
+    intercept = mean_t - slope * mean_x
+    kind = "relative" if relative else "absolute"
+    note = (f"Fitted ({kind} least squares) to {len(xs)} all-reduce times of {min(xs):,.0f} to "
+            f"{max(xs):,.0f} bytes over {n} ranks.")
+    if intercept < 0:
+        note += (f" The fitted latency was negative ({intercept:.3g} s over all steps, noise): "
+                 "set to 0 and the slope refitted through the origin.")
+        intercept = 0.0
+        slope = (sum(w * x * t for w, x, t in zip(weights, xs, ts))
+                 / sum(w * x * x for w, x in zip(weights, xs)))
+    if not slope > 0:
+        raise ValueError(f"the times do not grow with the message size (fitted slope {slope:.3g} "
+                         "s per byte): the sizes are too small for the bandwidth to show; "
+                         "measure larger messages (up to several MiB).")
+    return Link(name, bandwidth=2 * (n - 1) / (n * slope), latency=intercept / (2 * (n - 1)),
+                source="", note=note)
 
 
 def offload_transfer_time(n_params: float, world_size: int, link: Link | str,
