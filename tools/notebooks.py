@@ -8,6 +8,7 @@ pinned ref are written in one place. Run from the repository root:
     .venv/bin/python tools/notebooks.py --check    # report drift (exit 1), change nothing
     .venv/bin/python tools/notebooks.py --execute  # stamp, then execute every notebook in place
     .venv/bin/python tools/notebooks.py --execute 05_quantization.ipynb   # one notebook
+    .venv/bin/python tools/notebooks.py --execute nl/kwantisatie.ipynb    # the Dutch edition
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ CHAPTERS: tuple[tuple[int, str, str], ...] = (
     (8, "Data parallelism with DDP", "08_ddp.ipynb"),
     (9, "Sharding with ZeRO and FSDP", "09_zero_fsdp.ipynb"),
     (10, "Hardware for LLM training", "10_hardware.ipynb"),
+)
+#: Editions in other languages: (part of the book, title, notebook path under notebooks/).
+EDITIONS: tuple[tuple[str, str, str], ...] = (
+    ("Nederlandstalige editie", "Kwantisatie: minder bits per getal", "nl/kwantisatie.ipynb"),
 )
 _LIST_START, _LIST_END = "<!-- chapter-list:start -->", "<!-- chapter-list:end -->"
 SETUP_TAG = "course-setup"
@@ -99,7 +104,7 @@ def stamp(path: Path, write: bool = True) -> bool:
         cell = nbformat.v4.new_code_cell(metadata={"tags": [SETUP_TAG]})
         nb.cells.insert(nb.cells.index(badge_cells[0]) + 1, cell)
         setup_cells = [cell]
-    badge_cells[0].source = badges_markdown(path.name)
+    badge_cells[0].source = badges_markdown(notebook_name(path))
     setup_cells[0].source = setup_source()
     after = nbformat.writes(nb)
     if write and after != before:
@@ -129,8 +134,14 @@ def stamp_intro(path: Path = INTRO, write: bool = True) -> bool:
 
 
 def notebook_paths() -> list[Path]:
-    """Every chapter notebook, in course order."""
-    return sorted(NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb"))
+    """Every chapter notebook, in course order, then the editions in other languages."""
+    editions = [NOTEBOOK_DIR / name for _, _, name in EDITIONS if (NOTEBOOK_DIR / name).exists()]
+    return sorted(NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb")) + editions
+
+
+def notebook_name(path: Path) -> str:
+    """A notebook's path under notebooks/, as the badges and the command line name it."""
+    return path.relative_to(NOTEBOOK_DIR).as_posix()
 
 
 @dataclass
@@ -175,14 +186,15 @@ def main(argv: list[str] | None = None) -> int:
     drift = stamp_intro(write=not check)
     print(f"book/intro.md: {verb if drift else 'up to date'}")
     for path in notebook_paths():
-        if names and path.name not in names:
+        name = notebook_name(path)
+        if names and name not in names:
             continue
         changed = stamp(path, write=not check)
         drift |= changed
-        print(f"{path.name}: {verb if changed else 'up to date'}")
+        print(f"{name}: {verb if changed else 'up to date'}")
         if "--execute" in argv and not check:
             result = execute(path, write=True)
-            print(f"{path.name}: executed in {result.seconds:.1f} s")
+            print(f"{name}: executed in {result.seconds:.1f} s")
     return 1 if check and drift else 0
 
 
