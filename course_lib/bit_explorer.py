@@ -15,6 +15,21 @@ values beyond max become +-inf in IEEE formats (FP32, FP16, BF16, E5M2) and NaN 
 no infinity; its *saturate* box (or ``saturate=True``) clamps to +-max instead, as torch's
 ``float8_e4m3fn`` cast does. Integer formats always clamp.
 
+Language: ``bit_explorer(..., language="nl")`` speaks Dutch. Every word the explorer shows comes
+from :mod:`course_lib.i18n` (keys ``bx_...``): Python passes the chosen language's texts to the
+JavaScript in the view's configuration (``cfg.text``), and the codec's own error messages (English,
+``bx_err_...``) in ``window.courseBitText``; the JavaScript holds no words a learner reads (only
+errors a programmer alone can meet, such as a bad format spec, stay English in it). Localised: the
+controls, tooltips, legend, the anatomy line, the table's row names and the words around its values,
+the "what happened" row, the messages for a bad typed value or custom format, the no-JavaScript
+fallback text, :meth:`BitExplorer.summary` and :func:`parse_value`'s messages. A number inside a
+sentence (the anatomy line, the "what happened" row, the legend, the summary) follows the language
+(``3,140625`` in Dutch); the table's values (stored value, exact decimal, errors, ULP, neighbours,
+range) keep their decimal point in every language, because they are meant to be copied into code and
+into the text box, which reads a decimal point only, as Python does. Not localised: format names,
+bit patterns, ``inf``/``NaN``, the input grammar (``pi``, ``2^-24``, ``0x4248``) and the errors of
+Python arguments (an unknown format, ``saturate`` not a bool), which are the library's own English.
+
 :func:`compare_formats` puts one number in every format side by side (a table computed in Python
 with :mod:`course_lib.formats`); :func:`store` is one row of it, optionally with a scale factor
 (block quantization); :func:`number_lines` draws the representable numbers around the value.
@@ -34,7 +49,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from course_lib import formats
+from course_lib import formats, i18n
 from course_lib.tables import Table
 
 if TYPE_CHECKING:
@@ -48,8 +63,8 @@ __all__ = [
 ASSETS = Path(__file__).resolve().parent / "assets"
 #: The formats the explorer's selector offers (plus a custom ExMy) and the compare view shows.
 EXPLORER_FORMATS = ("fp32", "fp16", "bf16", "e4m3", "e5m2", "int8", "int4")
-#: What a bad typed value's message suggests instead.
-HINT = "try pi, 1e-8, -0, inf, nan or a hex pattern like 0x4248"
+#: What a bad typed value's message suggests instead (in English; ``i18n.text("bx_err_hint", language)``).
+HINT = i18n.text("bx_err_hint")
 MAX_BITS = 32
 
 _ids = itertools.count(1)  # per-process counter: ids are unique per view and the same on every run
@@ -110,15 +125,19 @@ class TypedValue:
         return re.sub(r"(?i)\bpi\b", "\u03c0", self.text.strip())
 
 
-def parse_value(text: str | float, fmt: str | formats.FloatFormat | formats.IntFormat = "fp16") -> TypedValue:
+def parse_value(
+    text: str | float, fmt: str | formats.FloatFormat | formats.IntFormat = "fp16", *, language: str = "en"
+) -> TypedValue:
     """Read a typed value the way the explorer's text box does: numbers, pi, e, inf, nan, 2^k, or bits.
 
     Accepts decimal numbers (``3.14``, ``1e-8``, ``-0``), ``pi``/``π`` and ``e`` (with a sign),
     ``inf``, ``nan``, powers of two (``2^-24`` or ``2**-24``), and a bit pattern of ``fmt`` in hex
-    (``0x4248``) or binary (``0b...``). Python numbers are taken as they are.
+    (``0x4248``) or binary (``0b...``). Python numbers are taken as they are. ``language``
+    ('en' or 'nl') is the language of the message when the text cannot be read.
 
     Chapter 3, *Number formats*.
     """
+    language = i18n.check_language(language)
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         return TypedValue(repr(text), float(text))
     if not isinstance(text, str):
@@ -126,7 +145,7 @@ def parse_value(text: str | float, fmt: str | formats.FloatFormat | formats.IntF
     raw = text.strip()
     s = re.sub(r"\s+", "", raw.lower())
     if not s:
-        raise ValueError(f"type a value first; {HINT}")
+        raise ValueError(i18n.text("bx_err_empty", language))
     pattern = re.fullmatch(r"0x([0-9a-f]+)|0b([01]+)", s)
     if pattern:
         fmt = _explorer_format(fmt)
@@ -134,8 +153,9 @@ def parse_value(text: str | float, fmt: str | formats.FloatFormat | formats.IntF
         limit = (1 << fmt.total_bits) - 1
         if bits > limit:
             raise ValueError(
-                f"{raw} does not fit in the {fmt.total_bits} bits of {fmt.name.upper()} (patterns 0x0..0x{limit:X})"
-            )
+                i18n.text("bx_err_too_wide", language, text=raw, n=fmt.total_bits, format=fmt.name.upper(),
+                          limit=f"{limit:X}")
+            )  # fmt: skip
         return TypedValue(raw, float(formats.decode(bits, fmt)), bits)
     sign, body = 1.0, s
     if body[:1] in "+-":
@@ -147,10 +167,10 @@ def parse_value(text: str | float, fmt: str | formats.FloatFormat | formats.IntF
     elif _POWER.fullmatch(body):
         k = int(_POWER.fullmatch(body).group(2))
         if not -1074 <= k <= 1023:
-            raise ValueError(f"2^{k} is outside float64's range (2^-1074 to 2^1023)")
+            raise ValueError(i18n.text("bx_err_power_range", language, k=k))
         value = math.ldexp(1.0, k)
     else:
-        raise ValueError(f"cannot read {raw!r} as a number; {HINT}")
+        raise ValueError(i18n.text("bx_err_unreadable", language, text=repr(raw)))
     return TypedValue(raw, math.copysign(value, sign) if math.isnan(value) else sign * value)
 
 
@@ -165,6 +185,14 @@ def _encode_typed(typed: TypedValue, fmt: formats.FloatFormat | formats.IntForma
 # --------------------------------------------------------------------------------------------
 
 
+def _script_json(value: object) -> str:
+    """JSON to write inside <script>: '<', '>' and '&' escaped, so no text can close the tag."""
+    out = json.dumps(value, ensure_ascii=True)
+    for char, escape in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
+        out = out.replace(char, escape)
+    return out
+
+
 def _hex(bits: int, n_bits: int) -> str:
     return f"0x{bits:0{(n_bits + 3) // 4}X}"
 
@@ -172,15 +200,18 @@ def _hex(bits: int, n_bits: int) -> str:
 class BitExplorer:
     """One value in one format as a live, clickable view (HTML + inline JavaScript, no kernel needed).
 
+    ``language`` ('en', the default, or 'nl') is the language of everything the view says.
+
     Chapter 3, *Number formats*.
     """
 
     def __init__(self, value: str | float = "pi", fmt: str | formats.FloatFormat | formats.IntFormat = "fp16",
-                 saturate: bool = False) -> None:  # fmt: skip
+                 saturate: bool = False, language: str = "en") -> None:  # fmt: skip
+        self.language = i18n.check_language(language)
         if not isinstance(saturate, bool):
             raise ValueError(f"saturate must be True or False, got {saturate!r}")
         self.format = _explorer_format(fmt)
-        self.typed = parse_value(value, self.format)
+        self.typed = parse_value(value, self.format, language=self.language)
         self.saturate = saturate
         self.bits = _encode_typed(self.typed, self.format, saturate)
         self.stored = formats.decode(self.bits, self.format)
@@ -193,29 +224,28 @@ class BitExplorer:
                 "nan": f.nan_encoding}  # fmt: skip
 
     def summary(self) -> str:
-        """One line: the typed value, the format, the stored value and its bits."""
-        bits = formats.bit_string(self.bits, self.format)
-        return (
-            f"{self.typed.label} in {self.format.name.upper()} is stored as {self.stored!r} "
-            f"({bits}, {_hex(self.bits, self.format.total_bits)})"
-        )
+        """One line in the explorer's language: the typed value, the format, the stored value and its bits."""
+        return i18n.text(
+            "bx_summary", self.language, value=self.typed.label, format=self.format.name.upper(),
+            stored=i18n.localise_number(repr(self.stored), self.language),
+            bits=formats.bit_string(self.bits, self.format), hex=_hex(self.bits, self.format.total_bits),
+        )  # fmt: skip
 
     def __repr__(self) -> str:
+        language = "" if self.language == "en" else f", language={self.language!r}"
         return (
-            f"BitExplorer(value={self.typed.text!r}, fmt={self.format.name!r}, saturate={self.saturate}): "
+            f"BitExplorer(value={self.typed.text!r}, fmt={self.format.name!r}, saturate={self.saturate}{language}): "
             f"{self.summary()}"
         )
 
     def _repr_html_(self) -> str:
         element_id = f"course-bitx-{next(_ids)}"
-        config = {"value": self.typed.text, "format": self._spec(), "saturate": self.saturate}
-        # Inside <script>, keep '<', '>' and '&' out of the JSON so no text can close the tag.
-        config_js = json.dumps(config, ensure_ascii=True)
-        for char, escape in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
-            config_js = config_js.replace(char, escape)
-        static = html.escape(
-            f"Bit explorer: {self.summary()}. It needs JavaScript: run the cell (in a trusted notebook) to click the bits."
-        )
+        # Every word of the view, in its language; the decimal point of the numbers inside its sentences.
+        words = {**i18n.texts("bx_", self.language), "decimal_point": i18n.text("decimal_point", self.language)}
+        config = {"value": self.typed.text, "format": self._spec(), "saturate": self.saturate, "text": words}
+        config_js = _script_json(config)
+        codec_text = _script_json(i18n.texts("bx_err_", "en"))  # the codec's own messages are English
+        static = html.escape(i18n.text("bx_fallback", self.language, summary=self.summary()))
         start = (
             "(function () {\n"
             f"  var id = {json.dumps(element_id)}, cfg = {config_js};\n"
@@ -233,21 +263,23 @@ class BitExplorer:
             f'<div class="course-bitx tex2jax_ignore mathjax_ignore" id="{element_id}">'
             f"<style>{_css()}</style>"
             f'<div class="course-bitx-static">{static}</div></div>'
-            f"<script>\n{codec_js()}\n{start}</script>"
+            f"<script>\nwindow.courseBitText = {codec_text};\n{codec_js()}\n{start}</script>"
         )
 
 
-def bit_explorer(value: str | float = "pi", fmt: str = "fp16", *, saturate: bool = False) -> BitExplorer:
+def bit_explorer(value: str | float = "pi", fmt: str = "fp16", *, saturate: bool = False,
+                 language: str = "en") -> BitExplorer:  # fmt: skip
     """An interactive view of one value in one format: clickable bits, stored value, errors, ULP, neighbours, range.
 
     ``value`` takes what the explorer's text box takes (``'pi'``, ``'1e-8'``, ``'-0'``, ``'inf'``,
     ``'nan'``, ``'0x4248'``, ...); ``fmt`` is a format name (``'fp32'``, ``'fp16'``, ``'bf16'``,
     ``'e4m3'``, ``'e5m2'``, ``'int8'``, ``'int4'``, ``'e3m2'``, ...) of at most 32 bits.
-    Non-saturating by default (see the module docstring).
+    Non-saturating by default (see the module docstring). ``language="nl"`` shows it in Dutch
+    (the module docstring says which texts follow the language).
 
     Chapter 3, *Number formats*.
     """
-    return BitExplorer(value, fmt, saturate)
+    return BitExplorer(value, fmt, saturate, language)
 
 
 # --------------------------------------------------------------------------------------------

@@ -595,17 +595,24 @@ def parse_count(text: str | float) -> float:
     """
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         return _positive(float(text), "number of parameters")
+    value = _read_count(text)
+    if value is None:
+        raise ValueError(
+            f"cannot read {text!r} as a parameter count; write a positive number such as 7e9, 7B, 125M or 1.3b"
+        )
+    return _positive(value, "number of parameters")
+
+
+def _read_count(text: str) -> float | None:
+    """The number a count's text stands for (not checked to be positive), or None if it is no number."""
     raw = str(text).strip().lower().replace("_", "").replace(",", "")
     scale = 1.0
     if raw and raw[-1] in _SUFFIXES:
         scale, raw = _SUFFIXES[raw[-1]], raw[:-1]
     try:
-        value = float(raw) * scale
+        return float(raw) * scale
     except ValueError:
-        raise ValueError(
-            f"cannot read {text!r} as a parameter count; write a positive number such as 7e9, 7B, 125M or 1.3b"
-        ) from None
-    return _positive(value, "number of parameters")
+        return None
 
 
 def breakdown_rows(b: Breakdown) -> list[list[str]]:

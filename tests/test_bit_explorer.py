@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import subprocess
@@ -12,6 +13,7 @@ import pytest
 
 from course_lib import bit_explorer as bx
 from course_lib import formats as F
+from course_lib import i18n
 from course_lib.exercises import chapter04
 
 
@@ -198,3 +200,93 @@ def test_chapter04_exercises_check_answers():
     assert chapter04.q2.feedback(2.0**-6)[0]
     assert chapter04.q3.feedback(80 * 5 / 127)[0] and not chapter04.q3.feedback(79 * 5 / 127)[0]
     assert chapter04.q4.feedback(4.125)[0] and not chapter04.q4.feedback(5)[0]
+
+
+# ------------------------------------------------------------------------------------------------
+# Language: English by default, Dutch on request (course_lib.i18n)
+# ------------------------------------------------------------------------------------------------
+
+
+def _config(html: str) -> dict:
+    return json.loads(re.search(r"cfg = (\{.*?\});\n", html).group(1))
+
+
+def _codec_text(html: str) -> dict:
+    return json.loads(re.search(r"window\.courseBitText = (\{.*?\});\n", html).group(1))
+
+
+def test_english_is_the_default_and_unchanged():
+    assert bx.HINT == "try pi, 1e-8, -0, inf, nan or a hex pattern like 0x4248"
+    view = bx.bit_explorer("pi", "fp16")
+    assert view.language == "en" and bx.bit_explorer("pi", "fp16", language="en").summary() == view.summary()
+    assert view.summary() == "π in FP16 is stored as 3.140625 (0 10000 1001001000, 0x4248)"
+    html = view._repr_html_()
+    assert (
+        "Bit explorer: π in FP16 is stored as 3.140625 (0 10000 1001001000, 0x4248). It needs JavaScript: run the "
+        "cell (in a trusted notebook) to click the bits." in html
+    )
+    words = _config(html)["text"]
+    assert words == {**i18n.texts("bx_", "en"), "decimal_point": "."}
+    assert words["bx_row_stored"] == "stored value" and words["bx_legend_mantissa"] == "mantissa ({m} bits)"
+
+
+def test_dutch_explorer_config_holds_dutch_texts():
+    html = bx.bit_explorer("pi", "fp16", language="nl")._repr_html_()
+    config = _config(html)
+    assert config["value"] == "pi" and config["format"]["name"] == "fp16"
+    words = config["text"]
+    assert words == {**i18n.texts("bx_", "nl"), "decimal_point": ","}
+    assert words["bx_row_stored"] == "opgeslagen waarde"
+    assert words["bx_legend_mantissa"] == "mantisse ({m} bits)"
+    assert words["bx_saturate"] == "verzadigen" and words["bx_row_abserr"] == "absolute fout"
+    assert words["bx_err_unreadable"].startswith("{text} is niet als getal te lezen")
+    # The codec's own messages stay English whatever the view's language; the view translates them by key.
+    assert _codec_text(html) == i18n.texts("bx_err_", "en")
+    # The fallback without JavaScript speaks Dutch, with a decimal comma in its sentence.
+    assert "Bitverkenner: π wordt in FP16 opgeslagen als 3,140625 (0 10000 1001001000, 0x4248)." in html
+    assert "It needs JavaScript" not in html and "stored as" not in html
+    assert "<" not in json.dumps(config)  # nothing in the Dutch texts can close the script tag
+
+
+def test_dutch_summary_and_repr():
+    view = bx.bit_explorer("pi", "fp16", language="nl")
+    assert view.summary() == "π wordt in FP16 opgeslagen als 3,140625 (0 10000 1001001000, 0x4248)"
+    assert view.stored == 3.140625  # the value itself is a number, not text
+    assert bx.bit_explorer("pi", "int8", language="nl").summary() == "π wordt in INT8 opgeslagen als 3 (00000011, 0x03)"
+    assert repr(bx.bit_explorer("0.1", "e4m3", language="NL")) == (
+        "BitExplorer(value='0.1', fmt='e4m3', saturate=False, language='nl'): "
+        "0.1 wordt in E4M3 opgeslagen als 0,1015625 (0 0011 101, 0x1D)"
+    )
+
+
+def test_dutch_messages_for_bad_values():
+    with pytest.raises(ValueError) as err:
+        bx.bit_explorer("pie", language="nl")
+    assert str(err.value) == (
+        "'pie' is niet als getal te lezen; probeer pi, 1e-8, -0, inf, nan of een bitpatroon zoals 0x4248, "
+        "en schrijf decimalen met een punt (3.14)"
+    )
+    with pytest.raises(ValueError, match=r"^'3,14' is niet als getal te lezen; .*met een punt \(3\.14\)$"):
+        bx.parse_value("3,14", language="nl")
+    with pytest.raises(ValueError, match=r"^typ eerst een waarde; probeer pi"):
+        bx.parse_value("  ", language="nl")
+    with pytest.raises(ValueError, match=r"^0x12345 past niet in de 16 bits van FP16 \(patronen 0x0\.\.0xFFFF\)$"):
+        bx.bit_explorer("0x12345", "fp16", language="nl")
+    with pytest.raises(ValueError, match=r"^2\^5000 valt buiten het bereik van float64"):
+        bx.parse_value("2^5000", language="nl")
+    # The same texts in English are today's messages, word for word.
+    with pytest.raises(ValueError, match=r"^2\^5000 is outside float64's range \(2\^-1074 to 2\^1023\)$"):
+        bx.parse_value("2^5000")
+    with pytest.raises(ValueError, match=r"^type a value first; try pi"):
+        bx.parse_value("")
+
+
+@pytest.mark.parametrize("call", [
+    lambda: bx.bit_explorer("pi", "fp16", language="fr"),
+    lambda: bx.BitExplorer("pi", "fp16", False, "de"),
+    lambda: bx.parse_value("pi", language="english"),
+    lambda: bx.bit_explorer("pi", language=None),
+])  # fmt: skip
+def test_a_bad_language_is_a_clear_value_error(call):
+    with pytest.raises(ValueError, match=r"^unknown language .+; valid values: en, nl$"):
+        call()

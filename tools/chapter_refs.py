@@ -24,8 +24,9 @@ PACKAGE = ROOT / "course_lib"
 NOTEBOOKS = ROOT / "notebooks"
 SKIP = {"__init__", "__main__", "_about"}
 LINE = re.compile(r"^(Chapters?|Used by) .*\.$")
-#: Modules that the notebooks use only through another module, and the chapter that teaches them.
-TAUGHT_IN = {"stories": 1, "traffic": 8}
+#: Modules that the notebooks use only through another module, and the chapter that teaches them
+#: (i18n: the texts of chapter 3's bit explorer, the first widget that speaks Dutch).
+TAUGHT_IN = {"stories": 1, "traffic": 8, "i18n": 3}
 
 
 def chapters() -> dict[int, tuple[str, str]]:

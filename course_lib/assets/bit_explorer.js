@@ -15,6 +15,13 @@
  *   - integer formats round half to even, then clamp into range; NaN has no integer pattern.
  * Bit patterns are plain numbers (formats of at most 32 bits); values are float64 numbers, exact.
  * The explorer uses the non-saturating mode by default (a checkbox turns saturation on).
+ *
+ * Words: this file holds none that a learner reads. The explorer takes every label and message
+ * from its configuration (cfg.text, one language's texts from course_lib/i18n.py, keys bx_...);
+ * the codec's errors that a learner can meet (a bad typed value, a bad custom format) carry a key
+ * and values (err.textKey, err.textValues) so the explorer can say them in its language, and their
+ * English message comes from window.courseBitText, which course_lib/bit_explorer.py sets before
+ * this file. Errors only a programmer can meet (a bad format spec, a bad pattern) stay English here.
  */
 (function (root) {
   "use strict";
@@ -23,6 +30,28 @@
   // float64 <-> bits, exact powers of two
   // ---------------------------------------------------------------------------------------------
   var view = new DataView(new ArrayBuffer(8));
+
+  /** Fill a text's {name} placeholders from values, else from the table's entry of that name. */
+  function fill(template, values, table, escape) {
+    var keep = escape || function (x) { return x; };
+    return String(template).split(/(\{\w+\})/).map(function (piece) {
+      var match = /^\{(\w+)\}$/.exec(piece);
+      if (!match) return keep(piece);
+      var name = match[1];
+      if (values && values[name] !== undefined) return String(values[name]);
+      if (table && table[name] !== undefined) return keep(table[name]);
+      return keep(piece);
+    }).join("");
+  }
+
+  /** Throw an error a learner can meet: its key and values let the explorer say it in its language. */
+  function fail(key, values) {
+    var table = root.courseBitText || {};
+    var err = new Error(table[key] !== undefined ? fill(table[key], values, table) : key + " " + JSON.stringify(values));
+    err.textKey = key;
+    err.textValues = values;
+    throw err;
+  }
 
   function bits64(x) {
     view.setFloat64(0, x);
@@ -53,11 +82,11 @@
 
   function floatFormat(name, e, m, nan, bias) {
     nan = nan || "ieee";
-    if (!Number.isInteger(e) || e < 1 || e > 11) throw new Error("exponent bits must be a whole number from 1 to 11, got " + e);
-    if (!Number.isInteger(m) || m < 0) throw new Error("mantissa bits must be a whole number from 0 up, got " + m);
-    if (1 + e + m > 32) throw new Error("the explorer shows formats of at most 32 bits; 1 + " + e + " + " + m + " = " + (1 + e + m));
+    if (!Number.isInteger(e) || e < 1 || e > 11) fail("bx_err_exponent_bits", { e: e });
+    if (!Number.isInteger(m) || m < 0) fail("bx_err_mantissa_bits", { m: m });
+    if (1 + e + m > 32) fail("bx_err_too_many_bits", { e: e, m: m, n: 1 + e + m });
     if (NAN_ENCODINGS.indexOf(nan) < 0) throw new Error("unknown special-value convention " + nan);
-    if (nan === "ieee" && m < 1) throw new Error("an IEEE-style format needs at least 1 mantissa bit to tell NaN from inf");
+    if (nan === "ieee" && m < 1) fail("bx_err_ieee_mantissa", {});
     if (bias === undefined || bias === null) bias = Math.pow(2, e - 1) - 1;
     var n = 1 + e + m;
     var maxPattern;
@@ -65,11 +94,11 @@
     else if (nan === "fn") maxPattern = Math.pow(2, e + m) - 2;
     else maxPattern = Math.pow(2, e + m) - 1;
     if (maxPattern < Math.pow(2, m)) {
-      throw new Error("E" + e + "M" + m + " has no normal numbers with these special values; use at least 2 exponent bits");
+      fail("bx_err_no_normals", { e: e, m: m });
     }
     var emin = 1 - bias;
     var emax = Math.floor(maxPattern / Math.pow(2, m)) - bias;
-    if (emin < -1022 || emax > 1023) throw new Error("exponent range outside float64's");
+    if (emin < -1022 || emax > 1023) fail("bx_err_float64_range", {});
     var fmt = {
       kind: "float", name: name || ("e" + e + "m" + m), e: e, m: m, bias: bias, nan: nan, n: n,
       maxPattern: maxPattern, emin: emin, emax: emax,
@@ -137,7 +166,7 @@
   }
 
   function encodeInt(x, fmt) {
-    if (x !== x) throw new Error("NaN has no " + fmt.name.toUpperCase() + " representation");
+    if (x !== x) fail("bx_err_int_nan", { format: fmt.name.toUpperCase() });
     var q = roundHalfEven(x);
     if (!(q >= fmt.min)) q = fmt.min; // also -inf
     if (!(q <= fmt.max)) q = fmt.max;
@@ -160,7 +189,7 @@
     };
     if (rawE === 2047) {
       if (frac !== 0n) { // NaN
-        if (fmt.nan === "none") throw new Error("format " + fmt.name + " has no NaN: cannot encode NaN");
+        if (fmt.nan === "none") fail("bx_err_no_nan", { format: fmt.name });
         return fmt.nan === "fnuz" ? fmt.nanPattern : sign + fmt.nanPattern;
       }
       return overflowPattern(); // +-inf overflows like any too-large value
@@ -338,8 +367,6 @@
   // ---------------------------------------------------------------------------------------------
   // Reading what the learner types
   // ---------------------------------------------------------------------------------------------
-  var HINT = "try pi, 1e-8, -0, inf, nan or a hex pattern like 0x4248";
-
   /**
    * Read a typed value: a decimal number (3.14, 1e-8, -0), pi / e (also with a sign), inf, nan,
    * 2^k, or a bit pattern of fmt written in hex (0x4248) or binary (0b0100...). Returns
@@ -349,14 +376,14 @@
     fmt = getFormat(fmt);
     var raw = String(text).trim();
     var s = raw.toLowerCase().replace(/\s+/g, "");
-    if (!s) throw new Error("type a value first; " + HINT);
+    if (!s) fail("bx_err_empty", {});
     var patternMatch = /^0x([0-9a-f]+)$/.exec(s) || /^0b([01]+)$/.exec(s);
     if (patternMatch) {
       var digits = patternMatch[1];
       var pattern = parseInt(digits, s[1] === "x" ? 16 : 2);
       var limit = Math.pow(2, fmt.n) - 1;
       if (!(pattern <= limit)) {
-        throw new Error(raw + " does not fit in the " + fmt.n + " bits of " + fmt.name.toUpperCase() + " (patterns 0x0.." + "0x" + limit.toString(16).toUpperCase() + ")");
+        fail("bx_err_too_wide", { text: raw, n: fmt.n, format: fmt.name.toUpperCase(), limit: limit.toString(16).toUpperCase() });
       }
       return { value: decode(pattern, fmt), pattern: pattern, label: raw };
     }
@@ -372,11 +399,11 @@
       var power = /^2(\^|\*\*)([+-]?\d+)$/.exec(body);
       if (power) {
         var k = Number(power[2]);
-        if (k < -1074 || k > 1023) throw new Error("2^" + k + " is outside float64's range (2^-1074 to 2^1023)");
+        if (k < -1074 || k > 1023) fail("bx_err_power_range", { k: k });
         value = pow2(k);
       }
     }
-    if (value === null) throw new Error("cannot read '" + raw + "' as a number; " + HINT);
+    if (value === null) fail("bx_err_unreadable", { text: "'" + raw + "'" });
     return { value: sign < 0 ? -value : value, pattern: null, label: raw, negativeNan: value !== value && sign < 0 };
   }
 
@@ -400,9 +427,10 @@
   // ---------------------------------------------------------------------------------------------
   // The explorer
   // ---------------------------------------------------------------------------------------------
+  // The format selector: [key, label]; a label that is a text key is said in the explorer's language.
   var CHOICES = [
-    ["fp32", "FP32 (E8M23)"], ["fp16", "FP16 (E5M10)"], ["bf16", "BF16 (E8M7)"], ["e4m3", "FP8 E4M3 (OCP, no inf)"],
-    ["e5m2", "FP8 E5M2"], ["int8", "INT8"], ["int4", "INT4"], ["custom", "custom ExMy"],
+    ["fp32", "FP32 (E8M23)"], ["fp16", "FP16 (E5M10)"], ["bf16", "BF16 (E8M7)"], ["e4m3", { key: "bx_choice_e4m3" }],
+    ["e5m2", "FP8 E5M2"], ["int8", "INT8"], ["int4", "INT4"], ["custom", { key: "bx_choice_custom" }],
   ];
   var COLOURS = { sign: "#c0392b", exponent: "#1f6fb2", mantissa: "#1e8449", int: "#7d3c98" };
 
@@ -437,14 +465,38 @@
   function Explorer(rootEl, cfg) {
     this.root = rootEl;
     this.saturate = !!cfg.saturate;
+    this.text = cfg.text || {};
     this.build(cfg);
   }
 
   Explorer.prototype.q = function (role) { return this.root.querySelector("[data-role='" + role + "']"); };
 
+  /** One text of the explorer's language, placeholders filled (plain text: escape it before use as HTML). */
+  Explorer.prototype.t = function (key, values) {
+    return fill(this.text[key] !== undefined ? this.text[key] : key, values, this.text);
+  };
+
+  /** One text as HTML: its words escaped, its values inserted as given (callers pass HTML). */
+  Explorer.prototype.html = function (key, values) {
+    return fill(this.text[key] !== undefined ? this.text[key] : key, values, this.text, esc);
+  };
+
+  /** A number inside a sentence, with the language's decimal point (3,140625 in Dutch). */
+  Explorer.prototype.prose = function (numberText) {
+    var point = this.text.decimal_point || ".";
+    return String(numberText).replace(".", point);
+  };
+
+  /** What an error says in the explorer's language (the codec's message when it has no text key). */
+  Explorer.prototype.errorText = function (err) {
+    if (err && err.textKey && this.text[err.textKey] !== undefined) return this.t(err.textKey, err.textValues);
+    return err && err.message ? err.message : String(err);
+  };
+
   Explorer.prototype.build = function (cfg) {
+    var self = this;
     var start = getFormat(cfg.format || "fp16");
-    var options = CHOICES.slice();
+    var options = CHOICES.map(function (c) { return [c[0], typeof c[1] === "string" ? c[1] : self.t(c[1].key)]; });
     var known = options.some(function (c) { return c[0] === start.name; });
     var custom = !known && start.kind === "float" && start.nan === "ieee" && start.bias === Math.pow(2, start.e - 1) - 1;
     this.extraFormats = {};
@@ -459,25 +511,22 @@
     var e0 = start.kind === "float" ? start.e : 4, m0 = start.kind === "float" ? start.m : 3;
     this.root.innerHTML =
       "<div class='course-bitx-controls'>" +
-      "<label>value <input data-role='value' type='text' size='14' spellcheck='false' value='" + esc(cfg.value) + "'></label> " +
-      "<label>format <select data-role='format'>" + select + "</select></label> " +
+      "<label>" + esc(this.t("bx_value")) + " <input data-role='value' type='text' size='14' spellcheck='false' value='" + esc(cfg.value) + "'></label> " +
+      "<label>" + esc(this.t("bx_format")) + " <select data-role='format'>" + select + "</select></label> " +
       "<span data-role='custom' style='display:" + (custom ? "inline" : "none") + "'>" +
       "<label>E <input data-role='ebits' type='number' min='1' max='11' value='" + e0 + "' style='width:3.5em'></label> " +
       "<label>M <input data-role='mbits' type='number' min='0' max='23' value='" + m0 + "' style='width:3.5em'></label></span> " +
-      "<label title='on overflow, clamp to the largest finite value instead of giving inf (or NaN)'>" +
-      "<input data-role='saturate' type='checkbox'" + (this.saturate ? " checked" : "") + "> saturate</label>" +
+      "<label title='" + esc(this.t("bx_saturate_title")) + "'>" +
+      "<input data-role='saturate' type='checkbox'" + (this.saturate ? " checked" : "") + "> " + esc(this.t("bx_saturate")) + "</label>" +
       "</div>" +
       "<div class='course-bitx-message' data-role='message' role='alert'></div>" +
       "<div class='course-bitx-bits' data-role='bits'></div>" +
       "<div class='course-bitx-anatomy' data-role='anatomy'></div>" +
       "<table class='course-bitx-table'><tbody data-role='table'></tbody></table>" +
-      "<div class='course-bitx-note'>Click a bit to flip it. Type a number, pi, e, inf, nan, 2^-24 or a bit " +
-      "pattern (0x4248) and press Enter. Overflow gives inf (IEEE formats) or NaN (E4M3) unless " +
-      "<i>saturate</i> is on; integers round half to even, then clamp.</div>";
-    var self = this;
+      "<div class='course-bitx-note'>" + this.html("bx_note", { saturate: "<i>" + esc(this.t("bx_saturate")) + "</i>" }) + "</div>";
     var guard = function (fn) {
       return function (event) {
-        try { fn.call(self, event); } catch (err) { self.message(err && err.message ? err.message : String(err)); }
+        try { fn.call(self, event); } catch (err) { self.message(self.errorText(err)); }
       };
     };
     var input = this.q("value");
@@ -500,7 +549,7 @@
     try {
       this.onValue();
     } catch (err) {
-      this.message(err.message);
+      this.message(this.errorText(err));
     }
   };
 
@@ -563,26 +612,30 @@
   };
 
   Explorer.prototype.render = function () {
-    var fmt = this.fmt, bits = this.bits;
+    var fmt = this.fmt, bits = this.bits, self = this;
     var digits = bits.toString(2).padStart(fmt.n, "0");
     var html = "";
     for (var i = 0; i < fmt.n; i++) {
       var field = fieldOf(fmt, i);
       var weight = fmt.n - 1 - i;
-      var title = field === "sign" ? (fmt.kind === "int" ? "sign bit (weighs -2^" + weight + ")" : "sign bit")
-        : field === "exponent" ? "exponent bit (2^" + (fmt.e - i) + " of the raw exponent)"
-          : field === "mantissa" ? "mantissa bit (2^-" + (i - fmt.e) + " of the significand)" : "bit " + weight + " (2^" + weight + ")";
+      var title = field === "sign" ? (fmt.kind === "int" ? this.t("bx_title_sign_int", { weight: weight }) : this.t("bx_title_sign"))
+        : field === "exponent" ? this.t("bx_title_exponent", { k: fmt.e - i })
+          : field === "mantissa" ? this.t("bx_title_mantissa", { k: i - fmt.e }) : this.t("bx_title_int", { weight: weight });
       var gap = (fmt.kind === "float" && (i === 1 || i === fmt.e + 1)) ? " course-bitx-gap" : "";
       html += "<button type='button' class='course-bitx-bit course-bitx-" + field + (digits[i] === "1" ? " course-bitx-on" : "") + gap +
         "' data-bit='" + i + "' data-field='" + field + "' title='" + esc(title) + "' style='--course-bitx-colour:" + COLOURS[field] + "'>" +
         digits[i] + "</button>";
     }
+    var swatch = function (field, key, values) {
+      return "<span style='color:" + COLOURS[field] + "'>&#9632; " + esc(self.t(key, values)) + "</span>";
+    };
+    var size = { n: fmt.n, bytes: this.prose(String(fmt.n / 8)) };
     html += "<div class='course-bitx-legend'>" +
       (fmt.kind === "float"
-        ? "<span style='color:" + COLOURS.sign + "'>&#9632; sign</span> <span style='color:" + COLOURS.exponent + "'>&#9632; exponent (" + fmt.e +
-        " bits, bias " + fmt.bias + ")</span> <span style='color:" + COLOURS.mantissa + "'>&#9632; mantissa (" + fmt.m + " bits)</span>"
-        : "<span style='color:" + COLOURS.sign + "'>&#9632; sign (two's complement)</span> <span style='color:" + COLOURS.int + "'>&#9632; value bits</span>") +
-      " &middot; " + fmt.n + " bits = " + (fmt.n / 8) + (fmt.n === 8 ? " byte" : " bytes") + " per value</div>";
+        ? swatch("sign", "bx_legend_sign") + " " + swatch("exponent", "bx_legend_exponent", { e: fmt.e, bias: fmt.bias }) + " " +
+        swatch("mantissa", "bx_legend_mantissa", { m: fmt.m })
+        : swatch("sign", "bx_legend_twos") + " " + swatch("int", "bx_legend_value_bits")) +
+      " &middot; " + esc(this.t(fmt.n === 8 ? "bx_legend_size_one" : "bx_legend_size_many", size)) + "</div>";
     this.q("bits").innerHTML = html;
     this.q("anatomy").innerHTML = fmt.kind === "float" ? this.anatomyFloat() : this.anatomyInt();
     this.q("table").innerHTML = this.rows().map(function (r) {
@@ -591,98 +644,102 @@
     this.root.setAttribute("data-bits", String(bits));
   };
 
+  // The anatomy line is prose: its decimal numbers follow the language (this.prose).
   Explorer.prototype.anatomyFloat = function () {
-    var fmt = this.fmt, f = fields(this.bits, fmt);
+    var fmt = this.fmt, f = fields(this.bits, fmt), p = this.prose.bind(this);
     var digits = bitString(this.bits, fmt, " ").split(" ");
-    var sign = "sign " + digits[0] + " (" + (f.sign ? "negative" : "positive") + ")";
-    if (f.isNan) return esc(sign + " \u00b7 NaN: " + (fmt.nan === "ieee" ? "exponent all ones, mantissa not zero" : fmt.nan === "fn" ? "the E4M3FN NaN pattern S.1111.111" : "the single NaN pattern 1.000..0"));
-    if (f.isInf) return esc(sign + " \u00b7 infinity: exponent all ones, mantissa zero");
+    var sign = this.t(f.sign ? "bx_sign_negative" : "bx_sign_positive", { bit: digits[0] });
+    if (f.isNan) return esc(sign + " \u00b7 " + this.t(fmt.nan === "ieee" ? "bx_nan_ieee" : fmt.nan === "fn" ? "bx_nan_fn" : "bx_nan_fnuz"));
+    if (f.isInf) return esc(sign + " \u00b7 " + this.t("bx_infinity"));
     var expText = f.rawExponent
-      ? "exponent " + digits[1] + " = " + f.rawExponent + " \u2212 bias " + fmt.bias + " \u2192 " + powText(f.exponent)
-      : "exponent " + digits[1] + " (subnormal) \u2192 " + powText(fmt.emin) + ", no implicit 1";
+      ? this.t("bx_exponent_normal", { bits: digits[1], raw: f.rawExponent, bias: fmt.bias, power: powText(f.exponent) })
+      : this.t("bx_exponent_subnormal", { bits: digits[1], power: powText(fmt.emin) });
     var frac = fmt.m ? digits[2] : "";
     var significand = exactDecimal((f.implicitBit * Math.pow(2, fmt.m) + f.mantissa) * pow2(-fmt.m));
-    var manText = "significand " + f.implicitBit + (fmt.m ? "." + frac : "") + " (binary) = " + significand;
-    var value = (f.sign ? "\u2212" : "+") + significand + " \u00d7 " + powText(f.exponent) + " = " + show(f.value);
-    return esc(sign + " \u00b7 " + expText + " \u00b7 " + manText) + "<br>" + esc("value = " + value);
+    var manText = this.t("bx_significand", { bits: p(f.implicitBit + (fmt.m ? "." + frac : "")), value: p(significand) });
+    var value = (f.sign ? "\u2212" : "+") + p(significand) + " \u00d7 " + powText(f.exponent) + " = " + p(show(f.value));
+    return esc(sign + " \u00b7 " + expText + " \u00b7 " + manText) + "<br>" + esc(this.t("bx_value_is", { value: value }));
   };
 
   Explorer.prototype.anatomyInt = function () {
     var fmt = this.fmt, v = decode(this.bits, fmt);
-    var text = fmt.signed ? "two's complement: the top bit weighs \u22122^" + (fmt.n - 1) + ", the others 2^" + (fmt.n - 2) + " .. 2^0"
-      : "unsigned: bit k weighs 2^k";
-    return esc(text + " \u00b7 value = " + v);
+    var text = fmt.signed ? this.t("bx_twos_complement", { top: fmt.n - 1, next: fmt.n - 2 }) : this.t("bx_unsigned");
+    return esc(text + " \u00b7 " + this.t("bx_value_is", { value: v }));
   };
 
+  // The table's values keep their decimal point in every language: they are meant to be copied.
   Explorer.prototype.rows = function () {
-    var fmt = this.fmt, bits = this.bits, ref = this.ref;
+    var fmt = this.fmt, bits = this.bits, ref = this.ref, t = this.t.bind(this);
     var v = decode(bits, fmt);
     var name = fmt.name.toUpperCase();
     var hexDigits = Math.ceil(fmt.n / 4);
     var rows = [
-      ["stored value", "stored", show(v)],
-      ["exact decimal", "exact", exactDecimal(v)],
-      ["bits", "hex", "0x" + bits.toString(16).toUpperCase().padStart(hexDigits, "0") + "  (" + bitString(bits, fmt, " ") + ")"],
+      [t("bx_row_stored"), "stored", show(v)],
+      [t("bx_row_exact"), "exact", exactDecimal(v)],
+      [t("bx_row_bits"), "hex", "0x" + bits.toString(16).toUpperCase().padStart(hexDigits, "0") + "  (" + bitString(bits, fmt, " ") + ")"],
     ];
     if (ref) {
       var x = ref.value;
-      var typed = ref.pattern !== null ? ref.label + " (typed bits) = " + show(x) : ref.label + " \u2192 float64 " + show(x);
-      rows.push(["typed value", "typed", typed]);
+      var typed = ref.pattern !== null ? t("bx_typed_bits", { text: ref.label, value: show(x) }) : ref.label + " \u2192 float64 " + show(x);
+      rows.push([t("bx_row_typed"), "typed", typed]);
       var abs = v - x, rel = abs / x;
-      if (x !== x || v !== v) { rows.push(["absolute error", "abserr", "undefined (NaN)"]); rows.push(["relative error", "relerr", "undefined (NaN)"]); }
+      if (x !== x || v !== v) { rows.push([t("bx_row_abserr"), "abserr", t("bx_undefined_nan")]); rows.push([t("bx_row_relerr"), "relerr", t("bx_undefined_nan")]); }
       else if (!isFinite(x) || !isFinite(v)) {
         var same = x === v;
-        rows.push(["absolute error", "abserr", same ? "0" : "infinite (" + show(x) + " stored as " + show(v) + ")"]);
-        rows.push(["relative error", "relerr", same ? "0" : "undefined"]);
+        rows.push([t("bx_row_abserr"), "abserr", same ? "0" : t("bx_infinite", { typed: show(x), stored: show(v) })]);
+        rows.push([t("bx_row_relerr"), "relerr", same ? "0" : t("bx_undefined")]);
       } else {
-        rows.push(["absolute error", "abserr", approx(Math.abs(abs)) + (abs ? (abs > 0 ? " (stored is larger)" : " (stored is smaller)") : " (exact)")]);
-        rows.push(["relative error", "relerr", x === 0 ? (v === 0 ? "0" : "undefined (typed 0)") : approx(Math.abs(rel))]);
+        var error = approx(Math.abs(abs));
+        rows.push([t("bx_row_abserr"), "abserr", t(abs ? (abs > 0 ? "bx_error_larger" : "bx_error_smaller") : "bx_error_exact", { error: error })]);
+        rows.push([t("bx_row_relerr"), "relerr", x === 0 ? (v === 0 ? "0" : t("bx_undefined_zero")) : approx(Math.abs(rel))]);
       }
       var note = this.outcome(x, v);
-      if (note) rows.push(["what happened", "outcome", note]);
+      if (note) rows.push([t("bx_row_outcome"), "outcome", note]);
     }
     if (fmt.kind === "float") {
       var u = ulp(v, fmt);
-      rows.push(["ULP here", "ulp", u === u ? show(u) + " = " + powText(Math.round(Math.log2(u))) : "undefined at " + show(v)]);
+      rows.push([t("bx_row_ulp"), "ulp", u === u ? show(u) + " = " + powText(Math.round(Math.log2(u))) : t("bx_undefined_at", { value: show(v) })]);
       var prev = v === v ? nextDown(v, fmt) : NaN, next = v === v ? nextUp(v, fmt) : NaN;
-      rows.push(["previous value", "prev", v !== v ? "none (NaN)" : prev !== prev ? "none (below -max there is no " + name + " value)" : show(prev)]);
-      rows.push(["next value", "next", v !== v ? "none (NaN)" : next !== next ? "none (" + name + " has no infinity; overflow is NaN)" : show(next)]);
+      rows.push([t("bx_row_prev"), "prev", v !== v ? t("bx_none_nan") : prev !== prev ? t("bx_none_below", { format: name }) : show(prev)]);
+      rows.push([t("bx_row_next"), "next", v !== v ? t("bx_none_nan") : next !== next ? t("bx_none_above", { format: name }) : show(next)]);
       var maxExact = exactDecimal(fmt.max);
-      rows.push(["range: max", "max", show(fmt.max) + (maxExact === show(fmt.max) ? "" : " (" + maxExact + ")")]);
-      rows.push(["range: min normal", "minnormal", show(fmt.minNormal) + " = " + powText(fmt.emin)]);
-      rows.push(["range: min subnormal", "minsub", show(fmt.minSubnormal) + " = " + powText(fmt.emin - fmt.m)]);
-      rows.push(["epsilon (ULP of 1)", "eps", show(fmt.epsilon) + " = " + powText(-fmt.m)]);
-      rows.push(["special values", "specials", fmt.nan === "ieee" ? "\u00b1inf and NaN (exponent all ones)" : fmt.nan === "fn" ? "no inf; NaN = S.1111.111 (E4M3FN)" : fmt.nan === "fnuz" ? "no inf, no -0; NaN = 1.000..0" : "none: every pattern is a number"]);
+      rows.push([t("bx_row_max"), "max", show(fmt.max) + (maxExact === show(fmt.max) ? "" : " (" + maxExact + ")")]);
+      rows.push([t("bx_row_minnormal"), "minnormal", show(fmt.minNormal) + " = " + powText(fmt.emin)]);
+      rows.push([t("bx_row_minsub"), "minsub", show(fmt.minSubnormal) + " = " + powText(fmt.emin - fmt.m)]);
+      rows.push([t("bx_row_eps"), "eps", show(fmt.epsilon) + " = " + powText(-fmt.m)]);
+      rows.push([t("bx_row_specials"), "specials", t(fmt.nan === "ieee" ? "bx_specials_ieee" : fmt.nan === "fn" ? "bx_specials_fn" : fmt.nan === "fnuz" ? "bx_specials_fnuz" : "bx_specials_none")]);
     } else {
-      rows.push(["ULP here", "ulp", "1"]);
-      rows.push(["previous value", "prev", v > fmt.min ? String(v - 1) : "none (" + v + " is the minimum)"]);
-      rows.push(["next value", "next", v < fmt.max ? String(v + 1) : "none (" + v + " is the maximum)"]);
-      rows.push(["range", "max", fmt.min + " .. " + fmt.max]);
+      rows.push([t("bx_row_ulp"), "ulp", "1"]);
+      rows.push([t("bx_row_prev"), "prev", v > fmt.min ? String(v - 1) : t("bx_none_min", { value: v })]);
+      rows.push([t("bx_row_next"), "next", v < fmt.max ? String(v + 1) : t("bx_none_max", { value: v })]);
+      rows.push([t("bx_row_range"), "max", fmt.min + " .. " + fmt.max]);
     }
     return rows;
   };
 
+  // "What happened" is a sentence: its decimal numbers follow the language (this.prose).
   Explorer.prototype.outcome = function (x, v) {
-    var fmt = this.fmt, name = fmt.name.toUpperCase();
+    var fmt = this.fmt, name = fmt.name.toUpperCase(), t = this.t.bind(this), p = this.prose.bind(this);
     if (x !== x || this.ref.pattern !== null) return "";
     if (fmt.kind === "int") {
       var rounded = roundHalfEven(x);
-      if (!(rounded >= fmt.min && rounded <= fmt.max)) return "clamped: " + show(x) + " is outside " + fmt.min + " .. " + fmt.max;
-      return v === x ? "" : "rounded to the nearest integer (ties to even)";
+      if (!(rounded >= fmt.min && rounded <= fmt.max)) return t("bx_clamped", { value: p(show(x)), min: fmt.min, max: fmt.max });
+      return v === x ? "" : t("bx_rounded_int");
     }
-    if (isFinite(x) && Math.abs(x) > fmt.max && v !== v) return "overflow: above max " + show(fmt.max) + ", so NaN (" + name + " has no infinity)";
-    if (isFinite(x) && !isFinite(v)) return "overflow: above max " + show(fmt.max) + ", so " + show(v);
-    if (Math.abs(x) > fmt.max && Math.abs(v) === fmt.max) return "saturated to \u00b1max";
-    if (!isFinite(x) && v !== v) return name + " has no infinity: inf becomes NaN (tick saturate to clamp)";
-    if (x !== 0 && v === 0) return "underflow: below half the smallest subnormal, so zero";
-    if (v !== 0 && Math.abs(v) < fmt.minNormal) return "subnormal: below min normal " + show(fmt.minNormal) + ", fewer significant bits";
-    return v === x ? "stored exactly" : "";
+    if (isFinite(x) && Math.abs(x) > fmt.max && v !== v) return t("bx_overflow_nan", { max: p(show(fmt.max)), format: name });
+    if (isFinite(x) && !isFinite(v)) return t("bx_overflow", { max: p(show(fmt.max)), stored: show(v) });
+    if (Math.abs(x) > fmt.max && Math.abs(v) === fmt.max) return t("bx_saturated");
+    if (!isFinite(x) && v !== v) return t("bx_inf_to_nan", { format: name });
+    if (x !== 0 && v === 0) return t("bx_underflow");
+    if (v !== 0 && Math.abs(v) < fmt.minNormal) return t("bx_subnormal", { min: p(show(fmt.minNormal)) });
+    return v === x ? t("bx_stored_exactly") : "";
   };
 
   /**
    * Draw an explorer inside an element (or the element with this id), with cfg {value, format,
-   * saturate}: the element's static fallback text (what readers see without JavaScript) is
-   * replaced by the live explorer; its <style> stays.
+   * saturate, text}: text holds every word it shows, in one language (course_lib/i18n.py). The
+   * element's static fallback text (what readers see without JavaScript) is replaced by the live
+   * explorer; its <style> stays.
    */
   function mount(target, cfg) {
     var el = typeof target === "string" ? document.getElementById(target) : target;
@@ -696,7 +753,10 @@
       el.__courseBitExplorer = new Explorer(ui, cfg || {});
       if (fallback) fallback.parentNode.removeChild(fallback);
     } catch (err) {
-      ui.textContent = "The bit explorer could not start: " + (err && err.message ? err.message : String(err));
+      var text = (cfg && cfg.text) || {};
+      var message = err && err.message ? err.message : String(err);
+      var key = "bx_could_not_start";
+      ui.textContent = text[key] !== undefined ? fill(text[key], { error: message }, text) : message;
     }
     return el.__courseBitExplorer || null;
   }

@@ -275,3 +275,107 @@ def test_explorer_starts_on_the_bits_python_computes(offline_page, value, name):
     assert int(ui.get_attribute("data-bits")) == view.bits
     assert offline_page.locator(".course-bitx-static").count() == 0  # the fallback text made way
     assert offline_page.locator("[data-role=message]").is_hidden()
+
+
+# ------------------------------------------------------------------------------------------------
+# In Dutch (course_lib.i18n): every word from the configuration, the stored values unchanged
+# ------------------------------------------------------------------------------------------------
+
+#: English words the Dutch explorer must not show (in its text, its tooltips or its options).
+ENGLISH_ONLY = ("stored", "value", "error", "saturate", "mantissa", "sign bit", "previous", "next", "range",
+                "special values", "Click", "typed", "happened", "infinity", "none", "undefined", "cannot", "exactly")  # fmt: skip
+
+
+def _page_with(page, *views) -> None:
+    page.set_content("<!doctype html><html><body>" + "".join(v._repr_html_() for v in views) + "</body></html>")
+    page.wait_for_function(f"() => document.querySelectorAll('.course-bitx [data-role=stored]').length === {len(views)}")
+
+
+def _shown(page, root: str = ".course-bitx") -> str:
+    """Everything one explorer shows: its text, its tooltips and its options."""
+    return page.locator(root).first.evaluate(
+        "el => el.innerText + ' ' + [...el.querySelectorAll('[title]')].map(e => e.title).join(' ') + ' ' + "
+        "[...el.querySelectorAll('option')].map(o => o.textContent).join(' ')"
+    )
+
+
+def _type(page, text: str) -> None:
+    box = page.locator("[data-role=value]")
+    box.fill(text)
+    box.press("Enter")
+
+
+def _dutch_error(text: str) -> str:
+    with pytest.raises(ValueError) as err:
+        bx.parse_value(text, "fp16", language="nl")
+    return str(err.value)
+
+
+def test_dutch_explorer_shows_dutch_and_keeps_the_stored_values(offline_page):
+    page = offline_page
+    _page_with(page, bx.bit_explorer("pi", "fp16", language="nl"))
+    assert offline_page.locator(".course-bitx-static").count() == 0
+    # The number fields keep the exact value, decimal point and all, to be copied into code.
+    assert _stored(page) == "3.140625"
+    table = page.locator("[data-role=table]").inner_text()
+    assert "opgeslagen waarde" in table and "exacte decimale waarde" in table and "vorige waarde" in table
+    assert "absolute fout" in table and "(opgeslagen waarde is kleiner)" in table
+    legend = page.locator(".course-bitx-legend").inner_text()
+    assert "teken" in legend and "mantisse (10 bits)" in legend and "2 bytes per waarde" in legend
+    # The anatomy line is a sentence: its decimal numbers take a comma.
+    anatomy = page.locator("[data-role=anatomy]").inner_text()
+    assert "significand 1,1001001000 (binair) = 1,5703125" in anatomy
+    assert "waarde = +1,5703125 × 2^1 = 3,140625" in anatomy
+    assert page.locator("label", has_text="verzadigen").count() == 1
+    assert page.locator("[data-role=format] option[value=custom]").inner_text() == "eigen ExMy"
+    shown = _shown(page)
+    assert "mantissebit (2^-10 van de significand)" in shown and "Klik op een bit" in shown
+    assert [word for word in ENGLISH_ONLY if word in shown] == []
+
+    # Click the last mantissa bit: the next FP16 number, stored value still with a decimal point.
+    page.locator(".course-bitx [data-bit='15']").click()
+    assert _stored(page) == "3.142578125"
+    assert "= 3,142578125" in page.locator("[data-role=anatomy]").inner_text()
+
+    # A bad value: the Dutch message, word for word what Python says in Dutch.
+    message = page.locator("[data-role=message]")
+    for text in ("pie", "", "0x12345", "2^5000", "3,14"):
+        _type(page, text)
+        assert message.is_visible(), text
+        assert message.inner_text() == _dutch_error(text), text
+    assert "schrijf decimalen met een punt (3.14)" in message.inner_text()
+    _type(page, "0.1")
+    assert not message.is_visible() and _stored(page) == "0.0999755859375"
+
+    # "What happened" is a sentence too.
+    _type(page, "1e-6")
+    assert page.locator("[data-role=outcome]").inner_text() == (
+        "subnormaal: kleiner dan het kleinste normale getal 0,00006103515625, dus minder significante bits"
+    )
+    page.locator("[data-role=format]").select_option("int8")
+    _type(page, "130")
+    assert page.locator("[data-role=outcome]").inner_text() == "afgekapt: 130 ligt buiten -128 .. 127"
+    _type(page, "nan")
+    assert message.inner_text() == "NaN is niet weer te geven in INT8"
+    page.locator("[data-role=format]").select_option("custom")
+    page.locator("[data-role=ebits]").fill("12")
+    page.locator("[data-role=ebits]").dispatch_event("change")
+    assert message.inner_text() == "het aantal exponentbits moet een geheel getal van 1 tot en met 11 zijn, niet 12"
+    assert [word for word in ENGLISH_ONLY if word in _shown(page)] == []
+
+
+def test_english_and_dutch_explorers_side_by_side(offline_page):
+    """Two explorers on one page share the codec; each still speaks its own language."""
+    page = offline_page
+    _page_with(page, bx.bit_explorer("pi", "fp16"), bx.bit_explorer("pi", "fp16", language="nl"))
+    english, dutch = page.locator(".course-bitx").nth(0), page.locator(".course-bitx").nth(1)
+    assert "stored value" in english.inner_text() and "opgeslagen waarde" in dutch.inner_text()
+    for explorer, expected in ((english, "cannot read 'pie' as a number; " + bx.HINT), (dutch, _dutch_error("pie"))):
+        box = explorer.locator("[data-role=value]")
+        box.fill("pie")
+        box.press("Enter")
+        assert explorer.locator("[data-role=message]").inner_text() == expected
+    # The codec itself (window.courseBitCodec) keeps its English messages, whatever the views' languages.
+    assert page.evaluate("() => { try { courseBitCodec.parseValue('pie', 'fp16'); } catch (e) { return e.message; } }") == (
+        "cannot read 'pie' as a number; " + bx.HINT
+    )
