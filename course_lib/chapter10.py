@@ -10,7 +10,6 @@ lays their results side by side.
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Mapping, Sequence
 
 import torch
@@ -73,8 +72,7 @@ def time_operations(operations: Mapping[str, tuple[int, int, int]], dtype: str =
         a = torch.randn(m, k, generator=g).to(torch_dtype)
         b = torch.randn(k, n, generator=g).to(torch_dtype)
         call = functools.partial(torch.matmul, a, b)
-        one = min(hardware.interleaved_times([call], 2, "cpu")[0])
-        numbers.append(max(1, min(10_000, math.ceil(min_seconds / max(one, 1e-9)))))
+        numbers.append(hardware.calls_per_run(call, "cpu", min_seconds))
         calls.append(call)
         ops.append(op)
     times = hardware.interleaved_times(calls, repeats, "cpu", numbers)

@@ -38,7 +38,7 @@ from course_lib.tables import Table
 __all__ = [
     "MATMUL_DTYPES", "CPU_FEATURES", "MatmulResult", "matmul_flops", "default_sizes", "available_devices",
     "time_matmul", "interleaved_times", "matmul_benchmark", "speedups", "matmul_table", "cpu_features",
-    "cpu_name", "describe_machine", "int8_supported", "peak_result",
+    "cpu_name", "describe_machine", "int8_supported", "peak_result", "TimedRuns", "calls_per_run",
 ]  # fmt: skip
 
 #: The dtypes the matrix benchmark knows, by the course's names (:mod:`course_lib.dtypes`).
@@ -76,8 +76,40 @@ def _device(device: str | torch.device | None) -> torch.device:
         raise ValueError(f"unknown device {device!r}: {err}; use 'cpu' or 'cuda'") from None
 
 
+class TimedRuns:
+    """The seconds of every timed run of one measurement (``times``), and its fastest and median run.
+
+    The results of this module and of chapter 10's measurements share it: the fastest run is the
+    one least disturbed by other work on the machine, the median says how noisy the runs were.
+
+    Chapter 3, *Number formats*.
+    """
+
+    times: tuple[float, ...]
+
+    @property
+    def repeats(self) -> int:
+        """How many runs were timed."""
+        return len(self.times)
+
+    @property
+    def seconds(self) -> float:
+        """Seconds of the fastest run (the one least disturbed by other work)."""
+        return min(self.times)
+
+    @property
+    def median_seconds(self) -> float:
+        """Seconds of the median run."""
+        return statistics.median(self.times)
+
+    @property
+    def spread(self) -> float:
+        """How much slower the median run was than the fastest: 0.05 means 5%."""
+        return self.median_seconds / self.seconds - 1
+
+
 @dataclass(frozen=True)
-class MatmulResult:
+class MatmulResult(TimedRuns):
     """One timed matrix product: device, dtype, size, the seconds per product of every run, products per run.
 
     Chapter 3, *Number formats*.
@@ -88,26 +120,6 @@ class MatmulResult:
     size: int
     times: tuple[float, ...]  # seconds per product, one entry per timed run
     number: int  # products per timed run
-
-    @property
-    def repeats(self) -> int:
-        """How many runs were timed."""
-        return len(self.times)
-
-    @property
-    def seconds(self) -> float:
-        """Seconds per product in the fastest run (the one least disturbed by other work)."""
-        return min(self.times)
-
-    @property
-    def median_seconds(self) -> float:
-        """Seconds per product in the median run."""
-        return statistics.median(self.times)
-
-    @property
-    def spread(self) -> float:
-        """How much slower the median run was than the fastest: 0.05 means 5%."""
-        return self.median_seconds / self.seconds - 1
 
     @property
     def flops(self) -> int:
@@ -198,9 +210,8 @@ def _run_cases(
             a = torch.randn(size, size, generator=g).to(dev, _dtype(dtype))
             b = torch.randn(size, size, generator=g).to(dev, _dtype(dtype))
             call = functools.partial(torch.matmul, a, b)
-        one = min(_timed(call, dev, 1), _timed(call, dev, 1))  # warm-up: first calls pick kernels
         # GPUs are too fast to time one small product: run enough back to back to last min_seconds.
-        numbers.append(max(1, min(10_000, math.ceil(min_seconds / max(one, 1e-9)))))
+        numbers.append(calls_per_run(call, dev, min_seconds))
         calls.append(call)
     # progress=None (the benchmark script): a bar only on a real terminal, as progress_bar does.
     bar = progress is None or bool(progress)
@@ -242,6 +253,21 @@ def interleaved_times(
     for i in progress_bar(rounds, len(rounds), desc, progress):
         times[i].append(_timed(calls[i], dev, numbers[i]) / numbers[i])
     return times
+
+
+def calls_per_run(call: Callable[[], object], device: str | torch.device | None = None,
+                  min_seconds: float = 0.05, cap: int = 10_000) -> int:
+    """How many calls back to back make a run of about ``min_seconds`` (1 to ``cap``).
+
+    The first call is a warm-up (it picks kernels and touches memory); the faster of the next two
+    timed calls sets the count.
+
+    Chapter 3, *Number formats*.
+    """
+    dev = _device(device)
+    call()
+    one = min(_timed(call, dev, 1), _timed(call, dev, 1))
+    return max(1, min(cap, math.ceil(_check_min_seconds(min_seconds) / max(one, 1e-9))))
 
 
 def _timed(call: Callable[[], object], dev: torch.device, number: int) -> float:

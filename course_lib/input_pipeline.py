@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
-import statistics
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -30,17 +29,15 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from course_lib.checks import choice, positive
+from course_lib.hardware import TimedRuns
+from course_lib.roofline import check_utilisation, training_flops
 from course_lib.tables import Table
 
-__all__ = ["FLOPS_PER_PARAMETER_TOKEN", "ThroughputResult", "gpu_tokens_per_second",
-           "throughput_table", "tokenize_throughput"]
-
-#: Training FLOPs per parameter per token: 2 in the forward pass, 4 in the backward pass.
-FLOPS_PER_PARAMETER_TOKEN: int = 6
+__all__ = ["ThroughputResult", "gpu_tokens_per_second", "throughput_table", "tokenize_throughput"]
 
 
 @dataclass(frozen=True)
-class ThroughputResult:
+class ThroughputResult(TimedRuns):
     """One tokenisation measurement: workers, texts, tokens, characters, seconds of each timed pass.
 
     ``workers`` 0 means the main process tokenised; ``times`` holds the seconds of every timed pass
@@ -56,16 +53,6 @@ class ThroughputResult:
     characters: int
     times: tuple[float, ...]
     warmup_seconds: float = 0.0
-
-    @property
-    def seconds(self) -> float:
-        """Seconds of the fastest pass (the one least disturbed by other work)."""
-        return min(self.times)
-
-    @property
-    def median_seconds(self) -> float:
-        """Seconds of the median pass."""
-        return statistics.median(self.times)
 
     @property
     def tokens_per_second(self) -> float:
@@ -241,13 +228,8 @@ def gpu_tokens_per_second(n_params: float, flops_per_second: float,
 
     Chapter 10, *Hardware for LLM training*.
     """
-    n_params = positive(n_params, "n_params")
     flops_per_second = positive(flops_per_second, "flops_per_second")
-    if isinstance(utilisation, bool) or not isinstance(utilisation, (int, float)) \
-            or not 0 < utilisation <= 1:
-        raise ValueError(f"utilisation must be the share of the peak FLOP/s that training "
-                         f"sustains, in (0, 1] (e.g. 0.4), got {utilisation!r}")
-    return flops_per_second * utilisation / (FLOPS_PER_PARAMETER_TOKEN * n_params)
+    return flops_per_second * check_utilisation(utilisation) / training_flops(n_params, 1)
 
 
 def _rate(value: float) -> str:

@@ -33,7 +33,6 @@ the CPU's memory to a GPU, from ordinary (pageable) and from pinned memory.
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +42,8 @@ import torch
 
 from course_lib import dtypes
 from course_lib.checks import choice, positive
-from course_lib.hardware import _check_min_seconds, _device, interleaved_times
+from course_lib.hardware import (TimedRuns, _check_min_seconds, _device, calls_per_run,
+                                 interleaved_times)
 from course_lib.tables import Table
 
 if TYPE_CHECKING:
@@ -74,7 +74,6 @@ _MIN_SHIFT = 2  # elements between windows at least, where a line is too far (1 
 #: a small part of the time; smaller working sets run several passes per operation.
 _CALL_BYTES = {"cpu": 8 * 2**20, "cuda": 256 * 2**20}
 _DRAM_FACTOR = 4  # working sets this many times the last-level cache measure DRAM, not the cache
-_NUMBER_CAP = 10_000
 _KIB, _MIB, _GIB = 2**10, 2**20, 2**30
 
 
@@ -106,7 +105,7 @@ def _human(n: float) -> str:
 
 
 @dataclass(frozen=True)
-class BandwidthResult:
+class BandwidthResult(TimedRuns):
     """One timed STREAM case: kernel, device, working set, bytes per call and the seconds of every run.
 
     ``working_set`` is the bytes of all the arrays the kernel touches, ``bytes_moved`` the bytes
@@ -126,26 +125,6 @@ class BandwidthResult:
     threads: int | None = None
     dtype: str = "fp32"
     passes: int = 1
-
-    @property
-    def repeats(self) -> int:
-        """How many runs were timed."""
-        return len(self.times)
-
-    @property
-    def seconds(self) -> float:
-        """Seconds per call in the fastest run (the one least disturbed by other work)."""
-        return min(self.times)
-
-    @property
-    def median_seconds(self) -> float:
-        """Seconds per call in the median run."""
-        return statistics.median(self.times)
-
-    @property
-    def spread(self) -> float:
-        """How much slower the median run was than the fastest: 0.05 means 5%."""
-        return self.median_seconds / self.seconds - 1
 
     @property
     def gb_per_s(self) -> float:
@@ -354,13 +333,6 @@ def _check_memory(sizes: Sequence[int], allocated: int, dev: torch.device, what:
                          f"runs), over half of the {where}, {_human(free)}; pass fewer or smaller {what}s")
 
 
-def _number(call: Callable[[], object], dev: torch.device, min_seconds: float) -> int:
-    """Calls per run so that a run lasts about ``min_seconds``, from the faster of two timed calls."""
-    call()  # warm-up: the first call touches the pages and picks the kernel
-    one = min(interleaved_times([call], 2, dev)[0])
-    return max(1, min(_NUMBER_CAP, math.ceil(min_seconds / max(one, 1e-9))))
-
-
 def _sizes(values: Any, what: str) -> list[int]:
     if isinstance(values, (int, str)) or not values:
         raise ValueError(f"{what}s must be a non-empty list of byte counts (whole numbers >= 1), got {values!r}")
@@ -437,7 +409,7 @@ def measure_bandwidth(
                 passes = _plan_passes(part, arrays * part * regions * size, size, dev.type)
                 n = part * regions if passes > 1 else n
             call = StreamKernel(kernel, n, dev, torch_dtype, passes, regions, buffers=shared[ws])
-            numbers.append(_number(call, dev, min_seconds))
+            numbers.append(calls_per_run(call, dev, min_seconds))
             calls.append(call)
         bar = progress is None or bool(progress)
         times = interleaved_times(calls, repeats, dev, numbers, bar, f"STREAM on {dev.type}")
@@ -517,7 +489,7 @@ def host_to_device(
         def call(dst: torch.Tensor = dst, src: torch.Tensor = src) -> torch.Tensor:
             return dst.copy_(src, non_blocking=pinned)
 
-        numbers.append(_number(call, dev, min_seconds))
+        numbers.append(calls_per_run(call, dev, min_seconds))
         calls.append(call)
     bar = progress is None or bool(progress)
     kind = "host-to-device " + ("pinned" if pinned else "pageable")

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Accelerator", "DATASHEETS", "Operation", "Roof", "attainable", "block_operations",
-    "bytes_per_element", "matmul_operation", "operations_table", "plot_roofline", "ridge_point",
+    "bytes_per_element", "check_utilisation", "matmul_operation", "operations_table", "plot_roofline", "ridge_point",
     "roof_of", "time_to_train", "training_flops",
 ]  # fmt: skip
 
@@ -252,6 +252,18 @@ def training_flops(n_params: float, tokens: float) -> float:
     return 6.0 * positive(n_params, "n_params") * positive(tokens, "tokens")
 
 
+def check_utilisation(utilisation: float) -> float:
+    """``utilisation`` if it is a share of the peak in (0, 1], else a ValueError that says so.
+
+    Chapter 10, *Hardware for LLM training*.
+    """
+    if isinstance(utilisation, bool) or not isinstance(utilisation, (int, float)) \
+            or not 0 < utilisation <= 1:
+        raise ValueError(f"utilisation must be a share in (0, 1] of the peak FLOP/s that training "
+                         f"sustains, e.g. 0.4, got {utilisation!r}")
+    return float(utilisation)
+
+
 def time_to_train(n_params: float, tokens: float, flops_per_second: float,
                   utilisation: float = 0.4, devices: int = 1) -> float:
     """Seconds to train on ``devices`` devices of ``flops_per_second`` each, used at ``utilisation``.
@@ -261,9 +273,7 @@ def time_to_train(n_params: float, tokens: float, flops_per_second: float,
 
     Chapter 10, *Hardware for LLM training*.
     """
-    if isinstance(utilisation, bool) or not isinstance(utilisation, (int, float)) \
-            or not 0 < utilisation <= 1:
-        raise ValueError(f"utilisation must be a share in (0, 1], e.g. 0.4, got {utilisation!r}")
+    utilisation = check_utilisation(utilisation)
     devices = positive(devices, "devices", integer=True)
     return training_flops(n_params, tokens) / (positive(flops_per_second, "flops_per_second")
                                                 * utilisation * devices)

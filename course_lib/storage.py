@@ -40,7 +40,6 @@ import os
 import random
 import re
 import shutil
-import statistics
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -49,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from course_lib.checks import choice, positive
+from course_lib.hardware import TimedRuns
 from course_lib.tables import Table
 
 __all__ = [
@@ -77,7 +77,7 @@ _NOT_SUPPORTED = {getattr(errno, name) for name in ("EINVAL", "EOPNOTSUPP", "ENO
 
 
 @dataclass(frozen=True)
-class ReadResult:
+class ReadResult(TimedRuns):
     """One timed read of a test file: its pattern, how the cache was avoided, the sizes, every run's seconds.
 
     ``times`` holds the seconds of each run, each reading ``bytes_read`` bytes in blocks of
@@ -94,21 +94,6 @@ class ReadResult:
     times: tuple[float, ...]  # seconds of each run
     bytes_read: int  # bytes read by each run
     filesystem: str
-
-    @property
-    def repeats(self) -> int:
-        """How many runs were timed."""
-        return len(self.times)
-
-    @property
-    def seconds(self) -> float:
-        """Seconds of the fastest run (the one least disturbed by other work)."""
-        return min(self.times)
-
-    @property
-    def median_seconds(self) -> float:
-        """Seconds of the median run."""
-        return statistics.median(self.times)
 
     @property
     def mb_per_s(self) -> float:
