@@ -386,12 +386,20 @@ class FormatComparison:
     Chapter 4, *Quantizing π*.
     """
 
-    HEADERS = ("format", "stored value (exact)", "bits (hex)", "bits", "abs error", "rel error", "bits/value")
+    #: The columns, as keys of :mod:`course_lib.i18n`'s tables.
+    COLUMNS = ("cmp_format", "cmp_stored", "cmp_hex", "cmp_bits", "cmp_abs_error", "cmp_rel_error",
+               "cmp_bits_per_value")  # fmt: skip
 
-    def __init__(self, rows: Sequence[Stored]) -> None:
+    def __init__(self, rows: Sequence[Stored], language: str = "en") -> None:
         if not rows:
             raise ValueError("a comparison needs at least one stored value; use store(value, fmt)")
         self.rows = list(rows)
+        self.language = i18n.check_language(language)
+
+    @property
+    def headers(self) -> list[str]:
+        """The column headers in the comparison's language."""
+        return [i18n.text(key, self.language) for key in self.COLUMNS]
 
     def table(self) -> Table:
         """The comparison as a :class:`course_lib.tables.Table`."""
@@ -399,8 +407,9 @@ class FormatComparison:
             [r.label, r.exact, r.hex, r.binary, _g(r.abs_error), _g(r.rel_error), f"{r.bits_per_value:g}"]
             for r in self.rows
         ]
-        labels = sorted({r.typed.label for r in self.rows})
-        return Table(self.HEADERS, body, title=f"{' / '.join(labels)} in {len(self.rows)} formats")
+        labels = " / ".join(sorted({r.typed.label for r in self.rows}))
+        title = i18n.text("cmp_title", self.language, values=labels, n=len(self.rows))
+        return Table(self.headers, body, title=title)
 
     def __str__(self) -> str:
         return str(self.table())
@@ -423,7 +432,7 @@ class FormatComparison:
             cells = [html.escape(r.label), html.escape(r.exact), r.hex, coloured, _g(r.abs_error), _g(r.rel_error),
                      f"{r.bits_per_value:g}"]  # fmt: skip
             rows.append("<tr>" + "".join(f'<td style="{cell}">{c}</td>' for c in cells) + "</tr>")
-        head = "".join(f'<th style="{cell}">{html.escape(h)}</th>' for h in self.HEADERS)
+        head = "".join(f'<th style="{cell}">{html.escape(h)}</th>' for h in self.headers)
         title = html.escape(self.table().title or "")
         return (
             '<div style="overflow-x:auto;max-width:100%">'
@@ -433,9 +442,15 @@ class FormatComparison:
 
 
 def compare_formats(
-    value: str | float = "pi", fmts: Sequence[str] = EXPLORER_FORMATS, *, saturate: bool = False
+    value: str | float = "pi",
+    fmts: Sequence[str] = EXPLORER_FORMATS,
+    *,
+    saturate: bool = False,
+    language: str = "en",
 ) -> FormatComparison:
     """One number in every format side by side: stored value, bits, absolute and relative error, bits per value.
+
+    ``language="nl"`` gives the headers and title in Dutch; the values stay as Python writes them.
 
     Chapter 4, *Quantizing π*.
     """
@@ -443,7 +458,8 @@ def compare_formats(
         raise ValueError(
             f"fmts must be a list of format names such as {list(EXPLORER_FORMATS)}, got the string {fmts!r}"
         )
-    return FormatComparison([store(value, f, saturate=saturate) for f in fmts])
+    language = i18n.check_language(language)
+    return FormatComparison([store(value, f, saturate=saturate) for f in fmts], language)
 
 
 # --------------------------------------------------------------------------------------------

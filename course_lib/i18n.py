@@ -9,7 +9,8 @@ Every text that the two interactive widgets show is one entry of the tables :dat
 A placeholder that names another entry of the same table (``{bx_err_hint}``) is filled with that
 entry, so a shared phrase is written once. Keys starting with ``bx_`` belong to the bit explorer
 (:mod:`course_lib.bit_explorer`, whose JavaScript receives them in its configuration), keys
-starting with ``calc_`` to the memory calculator (:mod:`course_lib.widgets`).
+starting with ``calc_`` to the memory calculator (:mod:`course_lib.widgets`), keys starting with
+``cmp_`` to the table that compares one value in several formats (chapter 4's π table).
 
 Numbers: :func:`decimal` writes a number the way the language does (``24,5`` and ``1.234,5`` in
 Dutch). The widgets use it where they write a number inside a sentence; the bit explorer's table
@@ -136,6 +137,15 @@ EN: dict[str, str] = {
     "bx_underflow": "underflow: below half the smallest subnormal, so zero",
     "bx_subnormal": "subnormal: below min normal {min}, fewer significant bits",
     "bx_stored_exactly": "stored exactly",
+    # -- The comparison table of one value in several formats (bit_explorer.compare_formats) ------
+    "cmp_title": "{values} in {n} formats",
+    "cmp_format": "format",
+    "cmp_stored": "stored value (exact)",
+    "cmp_hex": "bits (hex)",
+    "cmp_bits": "bits",
+    "cmp_abs_error": "abs error",
+    "cmp_rel_error": "rel error",
+    "cmp_bits_per_value": "bits/value",
     # -- The memory calculator (course_lib/widgets.py) --------------------------------------------
     "calc_question": "Will it fit?",
     "calc_heading": "Training memory per GPU",
@@ -290,6 +300,14 @@ NL: dict[str, str] = {
     "bx_underflow": "underflow: kleiner dan de helft van het kleinste subnormale getal, dus nul",
     "bx_subnormal": "subnormaal: kleiner dan het kleinste normale getal {min}, dus minder significante bits",
     "bx_stored_exactly": "exact opgeslagen",
+    "cmp_title": "{values} in {n} formaten",
+    "cmp_format": "formaat",
+    "cmp_stored": "opgeslagen waarde (exact)",
+    "cmp_hex": "bits (hex)",
+    "cmp_bits": "bits",
+    "cmp_abs_error": "abs. fout",
+    "cmp_rel_error": "rel. fout",
+    "cmp_bits_per_value": "bits/waarde",
     "calc_question": "Past het?",
     "calc_heading": "Trainingsgeheugen per GPU",
     "calc_model": "Model",

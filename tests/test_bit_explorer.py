@@ -155,6 +155,16 @@ def test_compare_table_of_pi_matches_the_lecture_notes():
     assert rows["e4m3"].value == 3.25 and rows["e5m2"].value == 3.0
 
 
+def test_compare_table_in_dutch_has_dutch_headers_and_the_same_values():
+    en, nl = bx.compare_formats("pi", ["fp32", "fp16"]), bx.compare_formats("pi", ["fp32", "fp16"], language="nl")
+    assert str(en).splitlines()[0] == "π in 2 formats"
+    assert str(nl).splitlines()[0] == "π in 2 formaten"
+    assert nl.headers[:2] == ["formaat", "opgeslagen waarde (exact)"] and en.headers[0] == "format"
+    assert "<th" in nl._repr_html_() and "opgeslagen waarde (exact)" in nl._repr_html_()
+    assert en.table().rows == nl.table().rows  # the values as Python writes them
+    assert "3.140625" in str(nl) and "3.1415927410125732421875" in str(nl)
+
+
 def test_store_with_an_absmax_scale():
     scale = 4.2 / 127
     row = bx.store("pi", "int8", scale=scale, block_size=64)
@@ -286,6 +296,7 @@ def test_dutch_messages_for_bad_values():
     lambda: bx.BitExplorer("pi", "fp16", False, "de"),
     lambda: bx.parse_value("pi", language="english"),
     lambda: bx.bit_explorer("pi", language=None),
+    lambda: bx.compare_formats("pi", language="NL-be"),
 ])  # fmt: skip
 def test_a_bad_language_is_a_clear_value_error(call):
     with pytest.raises(ValueError, match=r"^unknown language .+; valid values: en, nl$"):

@@ -20,6 +20,8 @@ SAME_IN_DUTCH = {
     "bx_row_bits",  # "bits"
     "calc_model",  # "Model"
     "calc_gb_per_gpu",  # "GB per GPU"
+    "cmp_hex",  # "bits (hex)"
+    "cmp_bits",  # "bits"
 }
 BAD_LANGUAGE = "unknown language 'fr'; valid values: en, nl"
 
@@ -144,7 +146,7 @@ def test_every_key_is_used_and_every_used_key_exists():
     i18n_code = (ROOT / "course_lib" / "i18n.py").read_text().partition("def check_language")[2]  # not the tables
     sources = js + code + i18n_code
     # Quoted keys; a prefix such as "bx_err_" (ending in "_") selects a group and is no key.
-    used = set(re.findall(r"[\"']((?:bx|calc)_\w*[a-z0-9]|decimal_point|thousands_separator)[\"']", sources))
+    used = set(re.findall(r"[\"']((?:bx|calc|cmp)_\w*[a-z0-9]|decimal_point|thousands_separator)[\"']", sources))
     assert used <= set(EN), sorted(used - set(EN))
     assert set(re.findall(r'fail\("(\w+)"', js)) <= {k for k in EN if k.startswith("bx_err_")}
     placeholders = {name for template in EN.values() for name, _, _ in _fields(template)}

@@ -22,7 +22,7 @@ def test_badges_and_setup_cell_are_stamped(path):
     nb = nbformat.read(path, as_version=4)
     assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# ")
     badge = nb.cells[1]
-    assert badge.source == notebooks.badges_markdown(path.name), "run: .venv/bin/python tools/notebooks.py"
+    assert badge.source == notebooks.badges_markdown(notebooks.notebook_name(path)), "run: .venv/bin/python tools/notebooks.py"
     setup = nb.cells[2]
     assert setup.source == notebooks.setup_source(), "run: .venv/bin/python tools/notebooks.py"
     assert f"@{notebooks.COLAB_REF}" in setup.source
@@ -72,22 +72,11 @@ def test_code_lines_fit_the_books_column(path):
     assert not long, f"{path.name}: {len(long)} code line(s) over {MAX_CODE_LINE} characters, e.g. cell {long[0][0]}: {long[0][1]!r}"
 
 
-def _output_texts(cell) -> list[str]:
-    texts = []
-    for out in cell.get("outputs", []):
-        if "text" in out:
-            texts.append(out["text"] if isinstance(out["text"], str) else "".join(out["text"]))
-        for mime, value in out.get("data", {}).items():
-            if mime.startswith("text/"):
-                texts.append(value if isinstance(value, str) else "".join(value))
-    return texts
-
-
 @pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
 def test_outputs_show_no_path_of_the_build_machine(path):
     nb = nbformat.read(path, as_version=4)
     found = [(i, m.group(0)) for i, c in enumerate(nb.cells) if c.cell_type == "code"
-             for text in _output_texts(c) for m in [ABSOLUTE_PATH.search(text)] if m]
+             for text in notebooks.output_texts(c) for m in [ABSOLUTE_PATH.search(text)] if m]
     assert not found, f"{path.name}: output of cell {found[0][0]} shows the machine's path {found[0][1]!r}..."
 
 

@@ -135,8 +135,20 @@ def stamp_intro(path: Path = INTRO, write: bool = True) -> bool:
 
 def notebook_paths() -> list[Path]:
     """Every chapter notebook, in course order, then the editions in other languages."""
-    editions = [NOTEBOOK_DIR / name for _, _, name in EDITIONS if (NOTEBOOK_DIR / name).exists()]
+    editions = [NOTEBOOK_DIR / name for _, _, name in EDITIONS]
     return sorted(NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb")) + editions
+
+
+def output_texts(cell: dict) -> list[str]:
+    """The text a code cell printed or displayed (streams and every text/* representation)."""
+    texts = []
+    for out in cell.get("outputs", []):
+        if "text" in out:
+            texts.append(out["text"] if isinstance(out["text"], str) else "".join(out["text"]))
+        for mime, value in out.get("data", {}).items():
+            if mime.startswith("text/"):
+                texts.append(value if isinstance(value, str) else "".join(value))
+    return texts
 
 
 def notebook_name(path: Path) -> str:

@@ -176,3 +176,30 @@ def test_chapter_10_renders_its_measurements_roofline_and_datasheets_offline(off
                         "AMD Threadripper PRO 7000 WX\t128\t8\t8\tDDR5-5200\t332.8", "70B\t140.0\t980\t14"))
     assert "/work/" not in text and "site-packages" not in text
     assert_chapter_complete(page, "Hardware for LLM training", 3)
+
+
+def test_dutch_edition_renders_offline_with_its_widgets_in_dutch(offline_page, book_server):
+    page = offline_page
+    text = chapter_text(page, book_server, "nl/kwantisatie")
+    # The live numbers, written with a decimal comma, and the tables under Dutch headers.
+    assert_shows(text, ("1 miljard parameters x 4 bytes = 4,00 GB",
+                        "vuistregel (24 bytes)\t24,0\t24,0", "totaal\t34,9\t34,9",
+                        "π in 4 formaten", "formaat\topgeslagen waarde (exact)\tbits (hex)",
+                        "fp16\t3.140625\t0x4248", "FP16: 3.140625", "100 miljard\t1.810\t68\t32",
+                        "quantization\tkwantisatie"))
+    # The memory calculator, drawn from the saved widget state, speaks Dutch.
+    result = page.locator(".course-memory-calculator .course-memory-result")
+    result.wait_for(timeout=30_000)
+    assert "1 mld. parameters, fp32, adam" in result.inner_text()
+    assert "34,9 GB per GPU" in result.inner_text() and "past niet" in result.inner_text()
+    # The bit explorer: Dutch labels, the stored value as Python writes it; a click moves to the next value.
+    explorer = page.locator(".course-bitx").first
+    stored = explorer.locator("[data-role=stored]")
+    stored.wait_for(timeout=30_000)
+    assert stored.inner_text() == "3.140625"
+    assert "opgeslagen waarde" in explorer.locator("[data-role=table]").inner_text()
+    explorer.locator("[data-bit='15']").click()
+    assert stored.inner_text() == "3.142578125"
+    assert "= 3,142578125" in explorer.locator("[data-role=anatomy]").inner_text()  # a sentence: decimal comma
+    assert "Nederlandstalige editie" in page.locator("nav").first.inner_text()
+    assert_chapter_complete(page, "Kwantisatie: minder bits per getal", 1)
