@@ -143,10 +143,21 @@ def test_mixed_precision_keeps_16_bytes_of_model_states():
 @pytest.mark.parametrize("billions", [1, 7, 50, 100, 175])
 def test_models_beyond_one_gpu(billions):
     n, english_label, dutch_label = billions * 1e9, f"{billions}B", f"{billions} miljard"
-    total = memory.gb(memory.training_memory(n, "bf16-mixed", "adam", batch=1, seq_len=2048).total)
+    need = memory.training_memory(n, "bf16-mixed", "adam", batch=1, seq_len=2048).total
+    total = memory.gb(need)
     gpus = memory.gpus_to_train(n, memory.GPUS[-1], activation_checkpointing=True)
-    assert cell(DUTCH, "geheugen op één GPU (GB)", (dutch_label,), "geheugen op één GPU (GB)") == dutch(total, 0)
-    assert cell(DUTCH, "geheugen op één GPU (GB)", (dutch_label,), "GPU's van 80 GiB (ZeRO-3, checkpointing)") == str(gpus)
+    dutch_table = "geheugen op één GPU (GB)"
+    assert cell(DUTCH, dutch_table, (dutch_label,), dutch_table) == dutch(total, 0)
+    assert cell(DUTCH, dutch_table, (dutch_label,), "GPU's van 80 GiB (ZeRO-3, checkpointing)") == str(gpus)
+    if billions in (50, 100):  # the notes' "500 times": against training 1B, and against 1B's FP32 weights
+        one = memory.training_memory(N, "bf16-mixed", "adam", batch=1, seq_len=2048).total
+        times = [need / one, need / memory.weight_memory(N, "fp32")]
+        shown = [cell(MEMORY, "GB to train", (english_label, "course"), c)
+                 for c in ("x training 1B", "x 1B's fp32 weights")]
+        assert shown == [f"{english(t, 0)}x" for t in times]
+        shown = [cell(DUTCH, dutch_table, (dutch_label,), c)
+                 for c in ("x training 1 miljard", "x FP32-gewichten 1 miljard")]
+        assert shown == [dutch(t, 0) for t in times]
     if billions == 100:  # the English chapter shows 100B in its table of the notes' claims
         assert cell(MEMORY, "GB to train", ("100B", "course"), "GB to train") == english(total, 0)
     else:
