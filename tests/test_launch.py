@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import re
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -167,3 +169,31 @@ def test_hanging_rank_times_out_and_leaves_no_process(capsys):
     pids = printed_pids(out)
     assert len(pids) == 2, "both ranks should have started within the 10 s"
     assert_all_gone(pids)
+
+
+# --- two processes writing to one pipe, as torchrun's ranks do -------------------------------------
+
+WRITER = """
+import sys
+from course_lib.distributed.launch import say
+for i in range(3000):
+    say(f"rank {sys.argv[1]} line {i:04d} " + "x" * 80)
+"""
+
+
+def test_say_keeps_the_lines_of_two_processes_whole_on_one_unbuffered_pipe():
+    read_end, write_end = os.pipe()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)}
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(rank)], stdout=write_end, env=env)
+               for rank in (0, 1)]
+    os.close(write_end)
+    try:
+        with os.fdopen(read_end) as pipe:
+            lines = pipe.read().splitlines()
+        assert [w.wait(timeout=60) for w in writers] == [0, 0]
+    finally:
+        for w in writers:
+            w.kill()
+    whole = re.compile(r"rank [01] line \d{4} x{80}")
+    assert len(lines) == 6000 and all(whole.fullmatch(line) for line in lines), \
+        [line for line in lines if not whole.fullmatch(line)][:3]

@@ -282,9 +282,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = train_ddp(args.steps, args.global_batch, args.seq_len, args.lr, args.seed,
                        args.accumulate, bucket_cap_mb=args.bucket_cap_mb)
     seconds = result["step_times"][-1] - result["start"]
-    print(f"rank {result['rank']}/{result['world_size']} ({result['backend']}): final loss "
-          f"{result['history'][-1]:.4f}, parameters {result['checksums'][-1]}, "
-          f"{result['tokens'] / seconds:,.0f} tokens/s in all", flush=True)
+    launch.say(f"rank {result['rank']}/{result['world_size']} ({result['backend']}): final loss "
+               f"{result['history'][-1]:.4f}, parameters {result['checksums'][-1]}, "
+               f"{result['tokens'] / seconds:,.0f} tokens/s in all")
     report_check(result, args)
     launch.shutdown()
     return 0

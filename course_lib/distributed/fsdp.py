@@ -303,9 +303,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     result = train_sharded(args.strategy, args.steps, args.global_batch, args.seq_len, args.lr,
                            args.seed, args.shard_factor, args.offload, args.mixed_precision)
     held = ", ".join(f"{k} {v / 1e6:.2f} MB" for k, v in result["state_bytes"].items())
-    print(f"rank {result['rank']}/{result['world_size']} ({result['backend']}, {args.strategy}): "
-          f"final loss {result['history'][-1]:.4f}; holds {held}; peak parameters "
-          f"{result['peak_parameter_bytes'] / 1e6:.2f} MB", flush=True)
+    launch.say(f"rank {result['rank']}/{result['world_size']} ({result['backend']}, {args.strategy}): "
+               f"final loss {result['history'][-1]:.4f}; holds {held}; peak parameters "
+               f"{result['peak_parameter_bytes'] / 1e6:.2f} MB")
     report_check(result, args)
     launch.shutdown()
     return 0

@@ -72,6 +72,18 @@ class Worker:
     device: torch.device
 
 
+def say(line: str) -> None:
+    """Print one line in a single write, so that the lines of ranks sharing one terminal or pipe never interleave.
+
+    ``print`` writes the text and its newline separately when output is unbuffered (as under
+    torchrun), and two ranks' halves can then mix; one write of under 4 KiB to a pipe is atomic.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def free_port(host: str = HOST) -> int:
     """A TCP port that nothing listens on right now, chosen by the operating system.
 
