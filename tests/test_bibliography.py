@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 BOOK = ROOT / "book"
 BIB = BOOK / "references.bib"
-NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+sys.path.insert(0, str(ROOT / "tools"))
+import notebooks  # noqa: E402  (tools/notebooks.py, the maintainers' tool)
+
+NOTEBOOKS = notebooks.notebook_paths()  # the chapters and the editions in other languages
 
 # Entry types pybtex's "plain" style can format, with the fields it cannot do without.
 REQUIRED_BY_TYPE = {
@@ -115,7 +119,7 @@ def _markdown_sources() -> list[tuple[str, str]]:
         nb = json.loads(path.read_text(encoding="utf-8"))
         for i, cell in enumerate(nb["cells"]):
             if cell["cell_type"] == "markdown":
-                sources.append((f"{path.name} cell {i}", "".join(cell["source"])))
+                sources.append((f"{notebooks.notebook_name(path)} cell {i}", "".join(cell["source"])))
     for path in sorted(BOOK.glob("*.md")):
         sources.append((f"book/{path.name}", path.read_text(encoding="utf-8")))
     return sources
