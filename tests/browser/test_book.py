@@ -185,7 +185,7 @@ def test_dutch_edition_renders_offline_with_its_widgets_in_dutch(offline_page, b
     assert_shows(text, ("1 miljard parameters x 4 bytes = 4,00 GB",
                         "vuistregel (24 bytes)\t24,0\t24,0", "totaal\t34,9\t34,9",
                         "π in 4 formaten", "formaat\topgeslagen waarde (exact)\tbits (hex)",
-                        "fp16\t3.140625\t0x4248", "FP16: 3.140625", "100 miljard\t1.810\t68\t32",
+                        "fp16\t3.140625\t0x4248", "FP16: 3.140625", "100 miljard\t1.810\t68\t452\t32",
                         "quantization\tkwantisatie"))
     # The memory calculator, drawn from the saved widget state, speaks Dutch.
     result = page.locator(".course-memory-calculator .course-memory-result")
