@@ -9,7 +9,8 @@ Every text that the two interactive widgets show is one entry of the tables :dat
 A placeholder that names another entry of the same table (``{bx_err_hint}``) is filled with that
 entry, so a shared phrase is written once. Keys starting with ``bx_`` belong to the bit explorer
 (:mod:`course_lib.bit_explorer`, whose JavaScript receives them in its configuration), keys
-starting with ``calc_`` to the memory calculator (:mod:`course_lib.widgets`), keys starting with
+starting with ``calc_`` to the memory calculator (:mod:`course_lib.widgets`; :mod:`course_lib.memory`
+writes its notes and input errors with them, in English), keys starting with
 ``cmp_`` to the table that compares one value in several formats (chapter 4's π table).
 
 Numbers: :func:`decimal` writes a number the way the language does (``24,5`` and ``1.234,5`` in
@@ -177,11 +178,11 @@ EN: dict[str, str] = {
     "calc_fits": "fits",
     "calc_no_fit": "does not fit",
     "calc_verdict": "{verdict} on {gpu}: {share} of its memory",
-    # The notes of course_lib.memory.training_memory (English exactly as it writes them)
+    # The notes course_lib.memory.training_memory writes (it takes them from here, in English)
     "calc_note_stage3": "stage 3 gathers each layer's full weights before use (two layers' worth held)",
     "calc_note_buckets": "all-reduce / reduce-scatter buckets (2 x 25 MB, DDP's default bucket size)",
     "calc_note_adam8bit": "8-bit Adam keeps a small FP32 scale per block of 2048 values, ignored here",
-    # Bad input (English exactly as course_lib.memory words it)
+    # Bad input (course_lib.memory raises these too: parse_count and check_job)
     "calc_cannot": "Cannot compute:",
     "calc_err_count": "cannot read {text} as a parameter count; write a positive number such as 7e9, 7B, 125M or 1.3b",
     "calc_err_positive": "{what} must be a positive number, got {value}",

@@ -23,6 +23,7 @@ from typing import Callable, Iterable
 
 import torch
 
+from course_lib import i18n
 from course_lib.checks import choice as _choice
 from course_lib.checks import positive as _positive
 
@@ -309,6 +310,27 @@ class Breakdown:
         return out
 
 
+def check_job(batch: int, seq_len: int, gpus: int, zero_stage: int, language: str = "en") -> None:
+    """A ValueError in ``language`` unless batch and sequence length are positive, gpus >= 1 and zero_stage 0-3.
+
+    :func:`training_memory` checks its job with it, the memory calculator too, in its own language.
+
+    Chapter 2, *The memory wall*.
+    """
+    for value, what in ((batch, "calc_what_batch"), (seq_len, "calc_what_seq_len")):
+        try:
+            _positive(value, what)
+        except ValueError:
+            shown = i18n.localise_number(repr(value), language)
+            what = i18n.text(what, language)
+            raise ValueError(i18n.text("calc_err_positive", language, what=what, value=shown)) from None
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+        raise ValueError(i18n.text("calc_err_gpus", language, value=repr(gpus)))
+    if zero_stage not in ZERO_STAGES or isinstance(zero_stage, bool):
+        stages = ", ".join(map(str, ZERO_STAGES))
+        raise ValueError(i18n.text("calc_err_zero", language, stages=stages, value=repr(zero_stage)))
+
+
 def training_memory(
     n_params: float,
     precision: str = "fp32",
@@ -333,12 +355,7 @@ def training_memory(
     n = _positive(n_params, "number of parameters")
     prec = PRECISIONS[_choice(precision, PRECISIONS, "precision")]
     opt = OPTIMIZERS[_choice(optimizer, OPTIMIZERS, "optimizer")]
-    _positive(batch, "batch size")
-    _positive(seq_len, "sequence length")
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
-        raise ValueError(f"number of GPUs must be a whole number >= 1, got {gpus!r}")
-    if zero_stage not in ZERO_STAGES or isinstance(zero_stage, bool):
-        raise ValueError(f"ZeRO stage must be one of {', '.join(map(str, ZERO_STAGES))}, got {zero_stage!r}")
+    check_job(batch, seq_len, gpus, zero_stage)
 
     shape = shape or shape_for_params(n)
     state_bytes = opt.bytes_per_state if opt.bytes_per_state is not None else prec.state_bytes
@@ -367,12 +384,12 @@ def training_memory(
     if zero_stage == 3 and gpus > 1:
         largest_layer = (12 * shape.hidden**2 + 13 * shape.hidden) * prec.weight_bytes
         temporaries += 2 * largest_layer
-        notes.append("stage 3 gathers each layer's full weights before use (two layers' worth held)")
+        notes.append(i18n.text("calc_note_stage3"))
     if gpus > 1:
         temporaries += 2 * 25e6
-        notes.append("all-reduce / reduce-scatter buckets (2 x 25 MB, DDP's default bucket size)")
+        notes.append(i18n.text("calc_note_buckets"))
     if opt.name == "adam-8bit":
-        notes.append("8-bit Adam keeps a small FP32 scale per block of 2048 values, ignored here")
+        notes.append(i18n.text("calc_note_adam8bit"))
     return Breakdown(
         weights, grads, master, states, acts, temporaries, n, prec.name, opt.name, gpus, zero_stage, notes
     )
@@ -597,9 +614,7 @@ def parse_count(text: str | float) -> float:
         return _positive(float(text), "number of parameters")
     value = _read_count(text)
     if value is None:
-        raise ValueError(
-            f"cannot read {text!r} as a parameter count; write a positive number such as 7e9, 7B, 125M or 1.3b"
-        )
+        raise ValueError(i18n.text("calc_err_count", text=repr(text)))
     return _positive(value, "number of parameters")
 
 

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from course_lib import memory
 from course_lib.checks import choice, positive
 from course_lib.tables import Table
 
@@ -27,21 +28,24 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = [
-    "Accelerator", "DATASHEETS", "Operation", "Roof", "attainable", "block_operations",
+    "Accelerator", "DATASHEETS", "DTYPES", "Operation", "Roof", "attainable", "block_operations",
     "bytes_per_element", "check_utilisation", "matmul_operation", "operations_table", "plot_roofline", "ridge_point",
     "roof_of", "time_to_train", "training_flops",
 ]  # fmt: skip
 
-#: Bytes per element of the dtypes the roofline knows.
-_BYTES = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
+#: The dtypes the roofline knows: those of the datasheets. TF32 is a tensor-core mode whose
+#: numbers are stored as FP32, so it moves FP32's bytes.
+DTYPES: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+_STORED_AS = {"tf32": "fp32"}
 
 
-def bytes_per_element(dtype: str) -> int:
-    """Bytes that one element of ``dtype`` occupies in memory (fp32 4, bf16/fp16 2, fp8/int8 1).
+def bytes_per_element(dtype: str) -> float:
+    """Bytes that one element of ``dtype`` occupies in memory (fp32 and tf32 4, bf16/fp16 2, fp8/int8 1).
 
     Chapter 10, *Hardware for LLM training*.
     """
-    return _BYTES[choice(dtype, _BYTES, "dtype")]
+    dtype = choice(dtype, DTYPES, "dtype")
+    return memory.BYTES_PER_DTYPE[_STORED_AS.get(dtype, dtype)]
 
 
 @dataclass(frozen=True)
@@ -89,7 +93,7 @@ class Accelerator:
 
     def roof(self, dtype: str = "bf16") -> Roof:
         """This GPU's roof for the dense peak of ``dtype``."""
-        dtype = choice(dtype, _BYTES, "dtype")
+        dtype = choice(dtype, DTYPES, "dtype")
         if dtype not in self.dense:
             raise ValueError(f"{self.name} has no published {dtype} figure; "
                              f"choose one of {', '.join(self.dense)}")

@@ -151,16 +151,6 @@ class MemoryCalculator(widgets.VBox):
             shown = i18n.localise_number(repr(value), self.language)
             raise ValueError(self._t("calc_err_positive", what=self._t(what), value=shown))
 
-    def _check(self) -> None:
-        """Check the integer inputs in the order course_lib.memory does, with messages in the calculator's language."""
-        self._positive(self.batch.value, "calc_what_batch")
-        self._positive(self.seq_len.value, "calc_what_seq_len")
-        if self.gpus.value < 1:
-            raise ValueError(self._t("calc_err_gpus", value=repr(self.gpus.value)))
-        if self.zero.value not in memory.ZERO_STAGES:
-            stages = ", ".join(map(str, memory.ZERO_STAGES))
-            raise ValueError(self._t("calc_err_zero", stages=stages, value=repr(self.zero.value)))
-
     def compute(self) -> memory.Breakdown:
         """The breakdown for the current inputs; raises ValueError (in the calculator's language) on bad input."""
         if self.model.value == CUSTOM:
@@ -169,7 +159,7 @@ class MemoryCalculator(widgets.VBox):
         else:
             shape = memory.MODEL_PRESETS[self.model.value]
             n_params = shape.n_params
-        self._check()
+        memory.check_job(self.batch.value, self.seq_len.value, self.gpus.value, self.zero.value, self.language)
         return memory.training_memory(
             n_params,
             precision=self.precision.value,

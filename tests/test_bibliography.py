@@ -197,14 +197,7 @@ def test_the_book_builds_the_bibliography_page():
 
 def _cell_texts(cell: dict) -> list[str]:
     """A cell's source and, for code cells, the text of its committed outputs."""
-    texts = ["".join(cell["source"])]
-    for out in cell.get("outputs", []):
-        if "text" in out:
-            texts.append("".join(out["text"]))
-        for mime in ("text/plain", "text/markdown", "text/html"):
-            if mime in out.get("data", {}):
-                texts.append("".join(out["data"][mime]))
-    return texts
+    return ["".join(cell["source"]), *notebooks.output_texts(cell)]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

@@ -142,7 +142,7 @@ def test_the_widgets_use_the_glossary_terms():
 
 def test_every_key_is_used_and_every_used_key_exists():
     js = (ROOT / "course_lib" / "assets" / "bit_explorer.js").read_text()
-    code = "".join((ROOT / "course_lib" / name).read_text() for name in ("bit_explorer.py", "widgets.py"))
+    code = "".join((ROOT / "course_lib" / name).read_text() for name in ("bit_explorer.py", "widgets.py", "memory.py"))
     i18n_code = (ROOT / "course_lib" / "i18n.py").read_text().partition("def check_language")[2]  # not the tables
     sources = js + code + i18n_code
     # Quoted keys; a prefix such as "bx_err_" (ending in "_") selects a group and is no key.
