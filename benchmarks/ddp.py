@@ -2,7 +2,7 @@
 
 Run ``.venv/bin/python benchmarks/ddp.py`` (a minute or two on 2 CPU cores). For each number of ranks
 (``--ranks``, default 1 2 4) it starts that many processes with
-:func:`course_lib.distributed.launch.launch` (gloo on CPUs, NCCL where there is a GPU per rank), which
+:func:`course_lib.parallel.launch.launch` (gloo on CPUs, NCCL where there is a GPU per rank), which
 train the freshly initialised course GPT-2 (float32) with ``DistributedDataParallel`` for ``--steps``
 steps of ``--global-batch`` rows of ``--seq-len`` tokens (the global batch is shared out between the
 ranks), and prints one row per run:
@@ -37,10 +37,10 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from course_lib.distributed import ddp, launch  # noqa: E402
-from course_lib.tables import Table  # noqa: E402
+from course_lib.base.tables import Table  # noqa: E402
+from course_lib.parallel import ddp, launch  # noqa: E402
 
-TARGET = "course_lib.distributed.ddp:train_ddp"
+TARGET = "course_lib.parallel.ddp:train_ddp"
 
 
 def main() -> int:

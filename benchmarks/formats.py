@@ -1,4 +1,4 @@
-"""Throughput of course_lib.formats' exact codecs against torch's own casts, on the CPU.
+"""Throughput of course_lib.numbers.formats' exact codecs against torch's own casts, on the CPU.
 
 Run ``python benchmarks/formats.py``. It encodes 4 million seeded FP32 values to FP16, BF16,
 E4M3 and E5M2 and decodes them back, with the codec and with ``tensor.to(dtype)``, checks that
@@ -27,7 +27,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from course_lib import formats as F  # noqa: E402
+from course_lib.numbers import formats as F  # noqa: E402
 
 N = 4_000_000
 REPEATS = 9
@@ -43,7 +43,7 @@ PASS_CALLS = {"copyto", "max", "nonzero", "count_nonzero", "take"}  # numpy func
 
 
 class PassCounter:
-    """Stands in for numpy inside course_lib.formats and counts the values its calls go over."""
+    """Stands in for numpy inside course_lib.numbers.formats and counts the values its calls go over."""
 
     def __init__(self) -> None:
         self.values = 0
@@ -62,7 +62,7 @@ class PassCounter:
 
 
 def passes(fn: Callable[[], object]) -> float:
-    """How many numpy passes over N values one call of ``fn`` makes inside course_lib.formats."""
+    """How many numpy passes over N values one call of ``fn`` makes inside course_lib.numbers.formats."""
     counter = PassCounter()
     F.np = counter  # type: ignore[assignment]
     try:
@@ -144,7 +144,7 @@ def main() -> None:
                 rows.append((label, fmt.name, op, best["codec"], best["tN"], best["t1"], passes(ours)))
     pass_s = one_pass_seconds()
 
-    print(f"course_lib.formats vs torch casts: {N:,} FP32 values, seed {SEED}, best of {REPEATS} "
+    print(f"course_lib.numbers.formats vs torch casts: {N:,} FP32 values, seed {SEED}, best of {REPEATS} "
           "interleaved runs")
     print(f"numpy {np.__version__}, torch {torch.__version__}, {os.cpu_count()} CPUs; the codec runs "
           f"on one thread, torch on {threads} (tN) and on 1 (t1); torch = the faster of the two")

@@ -2,9 +2,9 @@
 
 Run ``.venv/bin/python benchmarks/fsdp.py`` (about a minute on 2 CPU cores). For each number of ranks
 (``--ranks``, default 2 4) it starts that many processes with
-:func:`course_lib.distributed.launch.launch` (gloo on CPUs, NCCL where there is a GPU per rank), which
+:func:`course_lib.parallel.launch.launch` (gloo on CPUs, NCCL where there is a GPU per rank), which
 train the freshly initialised course GPT-2 (float32) for ``--steps`` steps of ``--global-batch`` rows
-of ``--seq-len`` tokens under every strategy of :mod:`course_lib.distributed.fsdp` (DDP, ZeRO-1 with
+of ``--seq-len`` tokens under every strategy of :mod:`course_lib.parallel.fsdp` (DDP, ZeRO-1 with
 ``ZeroRedundancyOptimizer``, FSDP with and without resharding after forward, FSDP with CPU offload,
 and hybrid sharding with factor 2 on 4 ranks), and prints one row per run:
 
@@ -27,11 +27,11 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from course_lib import chapter09  # noqa: E402
-from course_lib.distributed import launch  # noqa: E402
-from course_lib.tables import Table  # noqa: E402
+from course_lib.base.tables import Table  # noqa: E402
+from course_lib.chapters import ch09  # noqa: E402
+from course_lib.parallel import launch  # noqa: E402
 
-TARGET = "course_lib.distributed.fsdp:train_many"
+TARGET = "course_lib.parallel.fsdp:train_many"
 
 
 def runs_for(ranks: int) -> list[dict]:
@@ -58,16 +58,16 @@ def main() -> int:
         kwargs = [{**run, "steps": args.steps, "global_batch": args.global_batch,
                    "seq_len": args.seq_len, "return_parameters": False} for run in runs_for(n)]
         start = time.perf_counter()
-        results = chapter09.by_run(launch.launch(TARGET, n, {"runs": kwargs}, timeout=600,
+        results = ch09.by_run(launch.launch(TARGET, n, {"runs": kwargs}, timeout=600,
                                                  echo=False))
         print(f"{n} ranks: {len(results)} runs in {time.perf_counter() - start:.0f} s", flush=True)
-        memory = chapter09.memory_table(results)
-        volume = chapter09.volume_table(results)
+        memory = ch09.memory_table(results)
+        volume = ch09.volume_table(results)
         for run, held, moved in zip(results, memory.rows, volume.rows):
             fullest = max(sum(r["state_bytes"].values()) for r in run)
-            rows.append([chapter09.label(run), f"{fullest / 1e6:.2f}", held[5],
+            rows.append([ch09.label(run), f"{fullest / 1e6:.2f}", held[5],
                          f"{max(r['peak_parameter_bytes'] for r in run) / 1e6:.2f}", moved[5],
-                         moved[6], f"{chapter09.step_seconds(run[0]) * 1e3:.0f}"])
+                         moved[6], f"{ch09.step_seconds(run[0]) * 1e3:.0f}"])
     print(Table(["run", "held (MB)", "ZeRO formula (MB)", "peak parameters (MB)",
                  "moved per step (Psi)", "formula (Psi)", "median step (ms)"], rows,
                 title="The course GPT-2 under each sharding strategy on this machine"))

@@ -27,9 +27,10 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from course_lib import course_model, data, gptq, training  # noqa: E402
-from course_lib.quant_layers import quantize_model  # noqa: E402
-from course_lib.tables import Table  # noqa: E402
+from course_lib.base.tables import Table  # noqa: E402
+from course_lib.compression import gptq  # noqa: E402
+from course_lib.compression.quant_layers import quantize_model  # noqa: E402
+from course_lib.text import course_model, data, training
 
 LAYER_GOAL_S = 5.0
 MODEL_GOAL_S = 20.0

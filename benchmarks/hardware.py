@@ -1,12 +1,12 @@
 """This machine's measured figures, chapter 10's way: compute, memory, roofline, disk, CPU, links.
 
-Run ``python benchmarks/hardware.py`` (``--quick`` for smaller, faster measurements, ``--full`` to
+Run ``python benchmarks/matmul.py`` (``--quick`` for smaller, faster measurements, ``--full`` to
 print every measurement's own table too, ``--directory DIR`` for the disk to read). It prints one
-table: peak matrix throughput per dtype (``course_lib.hardware``), STREAM triad bandwidth in the
-caches and from main memory (``course_lib.memory_bandwidth``), the ridge point they make, disk
-reads past the page cache (``course_lib.storage``), tokenisation with one and two worker
-processes (``course_lib.input_pipeline``) and the alpha-beta fit of all-reduces between two local
-processes (``course_lib.distributed.collective_bench``). Every figure is the fastest of several
+table: peak matrix throughput per dtype (``course_lib.hardware.matmul``), STREAM triad bandwidth in the
+caches and from main memory (``course_lib.hardware.stream``), the ridge point they make, disk
+reads past the page cache (``course_lib.hardware.disk``), tokenisation with one and two worker
+processes (``course_lib.hardware.input_pipeline``) and the alpha-beta fit of all-reduces between two local
+processes (``course_lib.hardware.allreduce_bench``). Every figure is the fastest of several
 interleaved runs; the machine is shared, so compare runs with care.
 """
 
@@ -19,9 +19,15 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from course_lib import hardware, input_pipeline, memory_bandwidth, roofline, storage  # noqa: E402
-from course_lib.distributed import collective_bench  # noqa: E402
-from course_lib.tables import Table  # noqa: E402
+from course_lib.base.tables import Table  # noqa: E402
+from course_lib.hardware import (  # noqa: E402
+    allreduce_bench,  # noqa: E402
+    disk,
+    input_pipeline,
+    matmul,
+    roofline,
+    stream,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,38 +38,38 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--directory", help="directory whose disk to read (default: the cache)")
     args = parser.parse_args(argv)
     repeats = 2 if args.quick else 5
-    print("\n".join(hardware.describe_machine()))
+    print("\n".join(matmul.describe_machine()))
     start = time.perf_counter()
     rows: list[list[str]] = []
 
-    dtypes = ["fp32", "bf16"] + (["int8"] if hardware.int8_supported() else [])
+    dtypes = ["fp32", "bf16"] + (["int8"] if matmul.int8_supported() else [])
     sizes = (128, 256) if args.quick else (256, 512, 1024)
-    products = hardware.matmul_benchmark(sizes, dtypes, repeats=repeats, progress=None)
+    products = matmul.matmul_benchmark(sizes, dtypes, repeats=repeats, progress=None)
     for dtype in dtypes:
-        best = hardware.peak_result(products, dtype)
+        best = matmul.peak_result(products, dtype)
         unit = "GOP/s" if dtype == "int8" else "GFLOP/s"
         rows.append([f"matrix products, {dtype}", f"{best.gflops:,.1f} {unit}",
                      f"{best.size} x {best.size}, median run +{best.spread:.0%}"])
 
     sets = (2**16, 2**20, 2**26) if args.quick else None
-    stream = memory_bandwidth.measure_bandwidth(["triad"], sets, repeats=repeats, progress=None)
+    stream = stream.measure_bandwidth(["triad"], sets, repeats=repeats, progress=None)
     for r in stream:
         rows.append([f"triad, {r.working_set / 2**20:,.2f} MiB", f"{r.gb_per_s:,.1f} GB/s",
                      f"one thread, median {r.median_gb_per_s:,.1f} GB/s"])
-    dram = memory_bandwidth.peak_bandwidth(stream)
-    roof = roofline.Roof("this CPU", hardware.peak_result(products).gflops * 1e9,
+    dram = stream.peak_bandwidth(stream)
+    roof = roofline.Roof("this CPU", matmul.peak_result(products).gflops * 1e9,
                          dram.gb_per_s * 1e9)
     rows.append(["ridge point (FP32 peak / main memory)", f"{roof.ridge:,.1f} FLOP/byte",
                  "H100 SXM BF16: " + f"{roofline.roof_of('H100 SXM').ridge:,.0f}"])
 
     file_mb = 16 if args.quick else 64
     for pattern, block in (("sequential", 1024), ("random", 4)):
-        r = storage.read_speed(args.directory, file_mb, block, pattern, repeats=repeats)
+        r = disk.read_speed(args.directory, file_mb, block, pattern, repeats=repeats)
         extra = f", {r.iops:,.0f} IOPS" if pattern == "random" else ""
         rows.append([f"disk, {pattern} {block} KiB reads", f"{r.mb_per_s:,.0f} MB/s",
                      f"{r.method} on {r.filesystem}{extra}"])
 
-    from course_lib import data
+    from course_lib.text import data
 
     texts = data.load_corpus("course", "train")[: 500 if args.quick else 3000]
     tokenizer = data.course_tokenizer()
@@ -72,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append([f"tokenisation, {workers} worker(s)", f"{r.tokens_per_second:,.0f} tokens/s",
                      f"{r.tokens:,} tokens of the course corpus"])
 
-    sweep = collective_bench.measure_allreduce(
+    sweep = allreduce_bench.measure_allreduce(
         [2**12, 2**16, 2**22] if args.quick else None, nprocs=2, repeats=repeats)
     try:
         link = sweep.fit()
@@ -89,8 +95,8 @@ def main(argv: list[str] | None = None) -> int:
                 title=f"this machine, fastest of {repeats} runs "
                       f"({time.perf_counter() - start:.0f} s in all)"))
     if args.full:
-        for table in (hardware.matmul_table(products), memory_bandwidth.bandwidth_table(stream),
-                      collective_bench.sweep_table(sweep, link)):
+        for table in (matmul.matmul_table(products), stream.bandwidth_table(stream),
+                      allreduce_bench.sweep_table(sweep, link)):
             print()
             print(table)
     return 0

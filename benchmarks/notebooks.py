@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 
-from course_lib.tables import Table
+from course_lib.base.tables import Table
 
 TOOLS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools")
 sys.path.insert(0, TOOLS)

@@ -27,18 +27,23 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from course_lib import course_model, data, finetuning, models, prune, prune_structured  # noqa: E402
-from course_lib import ptq, sparse_storage, training  # noqa: E402
-from course_lib.tables import Table  # noqa: E402
+from course_lib.base.tables import Table  # noqa: E402
+from course_lib.compression import finetuning, prune, prune_structured, ptq, sparse_checkpoints  # noqa: E402
+from course_lib.text import (
+    course_model,
+    data,
+    models,
+    training,  # noqa: E402
+)
 
 
 def file_bytes(model: torch.nn.Module, folder: Path) -> tuple[float, list[int]]:
     """Sparsity counted in the saved block weights, and their file bytes per format."""
     names = set(prune.prunable_weights(model))
     state = {n: p.detach() for n, p in model.named_parameters() if n in names}
-    sizes = [sparse_storage.save_checkpoint(state, folder / f"{fmt}.safetensors", fmt)
-             for fmt in sparse_storage.FORMATS]
-    zeros, total = sparse_storage.count_zeros(sparse_storage.load_checkpoint(folder / "dense.safetensors"))
+    sizes = [sparse_checkpoints.save_checkpoint(state, folder / f"{fmt}.safetensors", fmt)
+             for fmt in sparse_checkpoints.FORMATS]
+    zeros, total = sparse_checkpoints.count_zeros(sparse_checkpoints.load_checkpoint(folder / "dense.safetensors"))
     return zeros / total, sizes
 
 
@@ -88,13 +93,13 @@ def main() -> int:
                 title=f"Pruning the course model (block weights saved as safetensors; "
                       f"{torch.get_num_threads()} CPU thread(s))"))
     print()
-    latency = sparse_storage.matmul_latency(args.size, args.size, args.tokens, (0.5, 0.9, 0.95, 0.99),
+    latency = sparse_checkpoints.matmul_latency(args.size, args.size, args.tokens, (0.5, 0.9, 0.95, 0.99),
                                             repeats=args.repeat)
-    print(sparse_storage.latency_table(latency))
-    available, reason = sparse_storage.semi_structured_available("cuda" if torch.cuda.is_available() else "cpu")
+    print(sparse_checkpoints.latency_table(latency))
+    available, reason = sparse_checkpoints.semi_structured_available("cuda" if torch.cuda.is_available() else "cpu")
     print()
     if available:
-        print(sparse_storage.latency_table(sparse_storage.semi_structured_latency(
+        print(sparse_checkpoints.latency_table(sparse_checkpoints.semi_structured_latency(
             4096, 4096, 512, repeats=args.repeat, device="cuda")))
     else:
         print(f"2:4 semi-structured timing skipped: {reason}")

@@ -3,7 +3,7 @@
 Run ``.venv/bin/python benchmarks/quantization.py`` (about 30 s on 2 CPU cores once the course
 model is cached; it is built first if it is missing). For every method of chapter 5's table it
 
-* times :func:`course_lib.quant_layers.quantize_model` on the whole model (best of ``--repeat``);
+* times :func:`course_lib.compression.quant_layers.quantize_model` on the whole model (best of ``--repeat``);
 * measures the bytes of the quantized model's tensors and its safetensors file against FP32;
 * measures perplexity on the fixed test split (window 128, stride 64);
 
@@ -23,9 +23,10 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from course_lib import course_model, data, models, ptq  # noqa: E402
-from course_lib.quant_layers import quantize_model  # noqa: E402
-from course_lib.tables import Table  # noqa: E402
+from course_lib.base.tables import Table  # noqa: E402
+from course_lib.compression import ptq  # noqa: E402
+from course_lib.compression.quant_layers import quantize_model  # noqa: E402
+from course_lib.text import course_model, data, models
 
 
 def best_time(model: torch.nn.Module, method: str, repeat: int) -> float:

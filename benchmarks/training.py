@@ -29,8 +29,8 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from course_lib import course_model, data, models, training  # noqa: E402
-from course_lib.tables import Table  # noqa: E402
+from course_lib.base.tables import Table  # noqa: E402
+from course_lib.text import course_model, data, models, training  # noqa: E402
 
 GOAL_SECONDS = 300
 

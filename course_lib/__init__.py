@@ -4,6 +4,6 @@ Notebooks import from here; every function is defined once, in the module named 
 """
 
 from course_lib._about import COLAB_REF, REPOSITORY, __version__
-from course_lib.env import check_env
+from course_lib.base.env import check_env
 
 __all__ = ["COLAB_REF", "REPOSITORY", "__version__", "check_env"]

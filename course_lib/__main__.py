@@ -6,8 +6,8 @@ import argparse
 import sys
 from typing import Sequence
 
-from course_lib import memory
-from course_lib.tables import Table
+from course_lib.base.tables import Table
+from course_lib.numbers import memory
 
 
 def _count(text: str) -> float:
@@ -106,7 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
         "with its config, tokenizer, training record and model card (README.md).",
     )
     course.add_argument("--output", default=None, help="directory to write (default: the course cache, "
-                        "where course_lib.course_model.course_model() looks)")
+                        "where course_lib.text.course_model.course_model() looks)")
     return parser
 
 
@@ -151,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse the arguments and run the chosen command; bad input exits with status 2 and a message."""
     args = build_parser().parse_args(argv)
     if args.command == "check":
-        from course_lib.env import check_env
+        from course_lib.base.env import check_env
 
         report = check_env(online_probe=not args.offline)
         print(report)
@@ -162,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         prepare()
         return 0
     if args.command == "train-course-model":
-        from course_lib.course_model import build_course_model
+        from course_lib.text.course_model import build_course_model
 
         try:
             build_course_model(args.output)

@@ -2,7 +2,7 @@
 
 ``python -m course_lib prepare`` runs :func:`prepare`; ``scripts/build.sh`` calls it before it
 executes the book, so that no page shows a first-run message. Each step is cached in
-:func:`course_lib.env.cache_dir` and skipped when its result is already there: a second run only
+:func:`course_lib.base.env.cache_dir` and skipped when its result is already there: a second run only
 loads. Chapter 1 trains the tiny models and the scaling study; Part II uses the course model;
 chapter 5 fine-tunes it (QAT, QLoRA, LoRA, full fine-tuning), chapter 6 fine-tunes pruned copies.
 """
@@ -12,7 +12,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from course_lib import course_model, data, models, prune, qat, scaling, training
+from course_lib.compression import prune, qat
+from course_lib.text import course_model, data, models, scaling, training
 
 __all__ = ["prepare", "steps"]
 

@@ -1,4 +1,4 @@
-"""Tests for course_lib.bit_explorer on the Python side (the browser tests run its JavaScript)."""
+"""Tests for course_lib.numbers.bit_explorer on the Python side (the browser tests run its JavaScript)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import sys
 import numpy as np
 import pytest
 
-from course_lib import bit_explorer as bx
-from course_lib import formats as F
-from course_lib import i18n
-from course_lib.exercises import chapter04
+from course_lib.chapters.ch04 import quiz as chapter04
+from course_lib.numbers import bit_explorer as bx
+from course_lib.numbers import formats as F
+from course_lib.numbers import i18n
 
 
 def _ids(html: str) -> list[str]:
@@ -51,7 +51,7 @@ def test_ids_are_unique_per_view():
 
 def test_ids_are_the_same_on_every_run():
     code = (
-        "import re\nfrom course_lib.bit_explorer import bit_explorer\n"
+        "import re\nfrom course_lib.numbers.bit_explorer import bit_explorer\n"
         "print([re.search(r'id=\"([^\"]+)\"', bit_explorer(v)._repr_html_()).group(1) for v in ('pi', 'e', '1e-8')])"
     )
     runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout for _ in range(2)]
@@ -213,7 +213,7 @@ def test_chapter04_exercises_check_answers():
 
 
 # ------------------------------------------------------------------------------------------------
-# Language: English by default, Dutch on request (course_lib.i18n)
+# Language: English by default, Dutch on request (course_lib.numbers.i18n)
 # ------------------------------------------------------------------------------------------------
 
 

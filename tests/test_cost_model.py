@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib.distributed import cost_model as cm
-from course_lib.distributed.cost_model import LINKS, Link
+from course_lib.parallel import cost_model as cm
+from course_lib.parallel.cost_model import LINKS, Link
 
 BIB = Path(__file__).resolve().parents[1] / "book" / "references.bib"
 BIB_TEXT = BIB.read_text(encoding="utf-8")

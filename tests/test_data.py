@@ -1,4 +1,4 @@
-"""Tests for course_lib.data: the generated corpus, the loaders and the course tokenizer."""
+"""Tests for course_lib.text.data: the generated corpus, the loaders and the course tokenizer."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from course_lib import data, env
-from course_lib import stories as S
+from course_lib.base import env
+from course_lib.text import data
+from course_lib.text import stories as S
 
 # SHA-256 of the built-in corpus (CORPUS_VERSION "course-stories-v1"). If the generator changes on
 # purpose, bump CORPUS_VERSION and update this value; test_pinned_hash_is_reproduced_by_generation

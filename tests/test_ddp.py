@@ -1,4 +1,4 @@
-"""Data parallelism of chapter 8 (course_lib.distributed.ddp and the extended training.train): the batch
+"""Data parallelism of chapter 8 (course_lib.parallel.ddp and the extended training.train): the batch
 checks and DistributedSampler's shards, each rank's micro-batches cut from the seeded global batch,
 gradient accumulation in one process; and, marked slow, real DDP runs on 2 gloo processes: the same
 training as one process on the global batch (float64 and float32), bit-identical ranks, no_sync's
@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from course_lib import course_model, data, memory, models, training
-from course_lib.distributed import cost_model, ddp, launch
+from course_lib.numbers import memory
+from course_lib.parallel import cost_model, ddp, launch
+from course_lib.text import course_model, data, models, training
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -141,7 +142,7 @@ RUNS = {
 def runs():
     """Every DDP run the slow tests compare (2 ranks each), and the one-process references."""
     # One launch for all of them (ddp.train_many): starting two processes costs seconds each time.
-    per_rank = launch.launch("course_lib.distributed.ddp:train_many", 2,
+    per_rank = launch.launch("course_lib.parallel.ddp:train_many", 2,
                              {"runs": [{**BASE, **extra} for extra in RUNS.values()]}, timeout=300)
     out = dict(zip(RUNS, zip(*per_rank)))  # name -> (rank 0's result, rank 1's result)
     for dtype in ("float64", "float32"):
@@ -246,7 +247,7 @@ def test_buckets_hold_every_gradient_and_a_smaller_cap_makes_more(runs):
 def test_torchrun_entry_point_trains_and_checks_against_one_process():
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONHASHSEED="0")
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2",
-               "-m", "course_lib.distributed.ddp", "--steps", "3", "--global-batch", "4",
+               "-m", "course_lib.parallel.ddp", "--steps", "3", "--global-batch", "4",
                "--seq-len", "32", "--check"]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
     text = done.stdout + done.stderr

@@ -17,9 +17,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from course_lib import formats, memory
-from course_lib.bit_explorer import compare_formats
-from course_lib.i18n import decimal
+from course_lib.numbers import formats, memory
+from course_lib.numbers.bit_explorer import compare_formats
+from course_lib.numbers.i18n import decimal
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
 import notebooks  # noqa: E402  (tools/notebooks.py, the maintainers' tool)
@@ -46,7 +46,7 @@ def _cells(line: str) -> list[str]:
 
 
 def _tables(path: Path) -> list[tuple[str, list[str], list[list[str]]]]:
-    """Each course_lib.tables.Table a notebook printed: (title, headers, rows)."""
+    """Each course_lib.base.tables.Table a notebook printed: (title, headers, rows)."""
     lines, found = _printed(path), []
     for i, line in enumerate(lines):
         if i and re.fullmatch(r"-+(  -+)*", line):

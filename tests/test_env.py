@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from course_lib import env
+from course_lib.base import env
 
 
 def test_report_has_versions_and_hardware():

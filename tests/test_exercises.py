@@ -2,8 +2,8 @@
 
 import pytest
 
-from course_lib import memory
-from course_lib.exercises import chapter02
+from course_lib.chapters.ch02 import quiz as chapter02
+from course_lib.numbers import memory
 
 
 def test_right_answers_pass():
@@ -36,7 +36,7 @@ def test_q3_answer_is_the_smallest_that_fits():
 
 
 def test_chapter05_answers_worked_by_hand():
-    from course_lib.exercises import chapter05
+    from course_lib.chapters.ch05 import quiz as chapter05
 
     assert chapter05.q1.feedback(4 + (16 + 4) / 128)[0]  # 4.15625 bits
     assert chapter05.q2.feedback(0.8)[0]  # scale 0.2, zero 5, code round(3.75) + 5 = 9 -> (9 - 5) * 0.2
@@ -48,7 +48,7 @@ def test_chapter05_answers_worked_by_hand():
 
 
 def test_chapter03_answers_worked_by_hand():
-    from course_lib.exercises import chapter03
+    from course_lib.chapters.ch03 import quiz as chapter03
 
     assert chapter03.q1.feedback(2.0**-24)[0]  # 2**(1 - 15 - 10)
     assert not chapter03.q1.feedback(2.0**-14)[0]  # the smallest normal, not subnormal
@@ -59,7 +59,7 @@ def test_chapter03_answers_worked_by_hand():
 
 
 def test_chapter04_answers_worked_by_hand():
-    from course_lib.exercises import chapter04
+    from course_lib.chapters.ch04 import quiz as chapter04
 
     assert chapter04.q1.feedback(3.0)[0] and not chapter04.q1.feedback(3.5)[0]
     assert chapter04.q2.feedback(2.0**-6)[0]  # 2**(1 - 7)
@@ -70,7 +70,7 @@ def test_chapter04_answers_worked_by_hand():
 
 
 def test_chapter06_answers_worked_by_hand():
-    from course_lib.exercises import chapter06
+    from course_lib.chapters.ch06 import quiz as chapter06
 
     assert chapter06.q1.feedback(104_858 * (4 + 4) + 1025 * 4)[0]  # 842,964 bytes
     assert chapter06.q1.feedback(0.1 * 1024 * 1024 * 8 + 1025 * 4)[0]  # unrounded count: within 8 bytes
@@ -82,7 +82,7 @@ def test_chapter06_answers_worked_by_hand():
 
 
 def test_chapter07_answers_worked_by_hand():
-    from course_lib.exercises import chapter07
+    from course_lib.chapters.ch07 import quiz as chapter07
 
     assert chapter07.q1.feedback(4096 * 4096 * 4)[0]  # 64 MiB, whatever the outputs and tokens
     assert not chapter07.q1.feedback(4096 * 4096 * 2)[0]  # FP16

@@ -1,4 +1,4 @@
-"""Tests for course_lib.formats: exhaustive and random checks against torch, numpy and an exact reference."""
+"""Tests for course_lib.numbers.formats: exhaustive and random checks against torch, numpy and an exact reference."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib import formats as F
+from course_lib.numbers import formats as F
 
 # torch's dtype for each format it has; E4M3 is compared with saturate=True because torch's
 # float8_e4m3fn cast clamps overflow (and +-inf) to +-448.

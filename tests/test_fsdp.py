@@ -1,4 +1,4 @@
-"""Sharding of chapter 9 (course_lib.distributed.fsdp, .collectives, course_lib.chapter09): the strategy
+"""Sharding of chapter 9 (course_lib.parallel.fsdp, .collectives, course_lib.chapters.ch09): the strategy
 and sharding-factor checks, the communication formulas, the ZeRO arithmetic against the paper's worked
 example; and, marked slow, real runs on 2 and 4 gloo processes: per-rank bytes equal to the ZeRO
 formulas, every strategy (FSDP full, ZeRO-2-like, hybrid, offload) equal to one process, mixed
@@ -16,9 +16,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from course_lib import chapter09, memory, models
-from course_lib.distributed import collectives, cost_model, ddp, fsdp, launch
-from course_lib.exercises import chapter09 as quiz
+from course_lib.chapters import ch09
+from course_lib.chapters.ch09 import quiz
+from course_lib.numbers import memory
+from course_lib.parallel import collectives, cost_model, ddp, fsdp, launch
+from course_lib.text import models
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -104,7 +106,7 @@ def test_collective_records_count_volume_and_ring_bytes():
 
 
 def test_estimator_reproduces_the_zero_papers_example():
-    table = chapter09.zero_paper_table()
+    table = ch09.zero_paper_table()
     assert [row[1] for row in table.rows] == [row[2].rstrip("0").rstrip(".") for row in table.rows]
     assert [row[2] for row in table.rows] == ["120.0", "31.4", "16.6", "1.9"]
     assert [row[3] for row in table.rows] == ["-", "-", "17.1", "2.1"]  # 18 bytes: DeepSpeed
@@ -145,9 +147,9 @@ def runs():
     """Every run the slow tests check (one launch per world size), and the one-process reference."""
     out = {}
     for n, kwargs in ((2, RUNS_2), (4, RUNS_4)):
-        for run in chapter09.by_run(launch.launch(fsdp.__name__ + ":train_many", n,
+        for run in ch09.by_run(launch.launch(fsdp.__name__ + ":train_many", n,
                                                   {"runs": kwargs}, timeout=400, echo=False)):
-            out[chapter09.label(run)] = run
+            out[ch09.label(run)] = run
     out["single"] = ddp.train_single(steps=3, global_batch=8, seq_len=64, lr=3e-3, seed=0)
     out["initial"] = fsdp.initial_parameters(0)
     return out
@@ -206,19 +208,19 @@ def test_every_collective_has_the_bytes_of_the_formula(runs):
                                         r["shard_factor"], param_bytes=2 if r["mixed_precision"] else 4)
         for x in run:
             assert x["volume"][1:] == [expected] * (len(x["volume"]) - 1), name
-    assert all(row[-1] == "yes" for row in chapter09.volume_table(list(sharded(runs).values())).rows)
+    assert all(row[-1] == "yes" for row in ch09.volume_table(list(sharded(runs).values())).rows)
 
 
 @pytest.mark.slow
 def test_chapter_tables_lay_out_the_runs(runs):
     plain = [run for name, run in sharded(runs).items() if "bf16" not in name]
-    table = chapter09.memory_table(plain)
+    table = ch09.memory_table(plain)
     row = next(r for r in table.rows if r[0] == "zero3, 4 ranks")
     assert row[4] == row[5] == f"{16 * PSI / 4 / 1e6:.2f}"
-    factors = chapter09.factor_table([runs["hsdp, 4 ranks, factor 1"], runs["hsdp, 4 ranks, factor 2"],
+    factors = ch09.factor_table([runs["hsdp, 4 ranks, factor 1"], runs["hsdp, 4 ranks, factor 2"],
                                       runs["zero3, 4 ranks"]])
     assert [r[1] for r in factors.rows] == ["4", "2", "1"]
-    equal = chapter09.equality_table(plain, runs["single"], runs["initial"])
+    equal = ch09.equality_table(plain, runs["single"], runs["initial"])
     assert len(equal.rows) == len(plain)
 
 
@@ -234,7 +236,7 @@ def test_a_bad_strategy_in_a_rank_stops_the_launch_with_its_message():
 def test_torchrun_entry_point_trains_sharded_and_checks_against_one_process():
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONHASHSEED="0")
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2",
-               "-m", "course_lib.distributed.fsdp", "--strategy", "zero3", "--steps", "3",
+               "-m", "course_lib.parallel.fsdp", "--strategy", "zero3", "--steps", "3",
                "--global-batch", "4", "--seq-len", "32", "--check"]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
     text = done.stdout + done.stderr

@@ -1,4 +1,4 @@
-"""GPTQ (course_lib.gptq): equals round-to-nearest when H is a multiple of I, equals a plain column-by-column
+"""GPTQ (course_lib.compression.gptq): equals round-to-nearest when H is a multiple of I, equals a plain column-by-column
 OBQ loop written here, does not depend on the lazy-batch width, beats round-to-nearest on correlated inputs,
 keeps the original column order with act-order, and quantizes a tiny GPT-2 into chapter 5's QuantLinear."""
 
@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from torch import nn
 from transformers.pytorch_utils import Conv1D
 
-from course_lib import gptq, quant, quant_layers
-from course_lib.gptq import GPTQConfig
+from course_lib.compression import gptq, quant, quant_layers
+from course_lib.compression.gptq import GPTQConfig
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -1,4 +1,4 @@
-"""Tests for course_lib.i18n: the language tables, text(), the number helpers and the Dutch glossary."""
+"""Tests for course_lib.numbers.i18n: the language tables, text(), the number helpers and the Dutch glossary."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from course_lib import i18n, memory
-from course_lib.i18n import EN, GLOSSARY, LANGUAGES, NL, check_language, decimal, localise_number, text
+from course_lib.numbers import i18n, memory
+from course_lib.numbers.i18n import EN, GLOSSARY, LANGUAGES, NL, check_language, decimal, localise_number, text
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Keys whose Dutch text is rightly the same as the English one (the words are Dutch too).

@@ -1,4 +1,4 @@
-"""The CPU side of chapter 10 (course_lib.input_pipeline): tokenising through a DataLoader with 0, 1
+"""The CPU side of chapter 10 (course_lib.hardware.input_pipeline): tokenising through a DataLoader with 0, 1
 and 2 worker processes counts exactly the tokens a direct call does, times every pass, restores
 TOKENIZERS_PARALLELISM and leaves no worker behind (also when tokenising fails); the GPU's demand
 in tokens per second by hand; the table against that demand; bad inputs say what to pass."""
@@ -12,9 +12,9 @@ import re
 
 import pytest
 
-from course_lib import data
-from course_lib import input_pipeline as ip
-from course_lib.input_pipeline import ThroughputResult
+from course_lib.hardware import input_pipeline as ip
+from course_lib.hardware.input_pipeline import ThroughputResult
+from course_lib.text import data
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The notebook launcher of chapter 8 (course_lib.distributed.launch): its argument checks say what to do
+"""The notebook launcher of chapter 8 (course_lib.parallel.launch): its argument checks say what to do
 (bad nprocs, ports, backends, targets, kwargs, a worker started outside torchrun) without starting
 anything; and, marked slow, real runs of two gloo ranks: results come back in rank order with
 rank-prefixed output, a failing rank or a hanging one raises LaunchError, leaves no process behind,
@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from course_lib.distributed import launch
-from course_lib.distributed.launch import LaunchError
+from course_lib.parallel import launch
+from course_lib.parallel.launch import LaunchError
 
 ROOT = Path(__file__).resolve().parents[1]
-HELLO = "course_lib.distributed.launch:hello"
+HELLO = "course_lib.parallel.launch:hello"
 CORES = os.cpu_count() or 1
 
 
@@ -88,7 +88,7 @@ def test_unknown_backend_is_refused():
 
 def test_target_without_colon_is_refused():
     with pytest.raises(ValueError, match="module:function"):
-        launch.launch("course_lib.distributed.launch.hello", 2)
+        launch.launch("course_lib.parallel.launch.hello", 2)
 
 
 def test_kwargs_that_are_not_json_are_refused():
@@ -175,7 +175,7 @@ def test_hanging_rank_times_out_and_leaves_no_process(capsys):
 
 WRITER = """
 import sys
-from course_lib.distributed.launch import say
+from course_lib.parallel.launch import say
 for i in range(3000):
     say(f"rank {sys.argv[1]} line {i:04d} " + "x" * 80)
 """

@@ -1,4 +1,4 @@
-"""Tests for course_lib.lora: LoRA adapters, QLoRA on an NF4 model, and fine-tuning memory.
+"""Tests for course_lib.compression.lora: LoRA adapters, QLoRA on an NF4 model, and fine-tuning memory.
 
 What this file proves, on small seeded GPT-2s built here:
 
@@ -28,9 +28,10 @@ from torch import nn
 from transformers import GPT2LMHeadModel
 from transformers.pytorch_utils import Conv1D
 
-from course_lib import data, lora, models, training
-from course_lib import quant_layers as L
-from course_lib.lora import LoRALinear
+from course_lib.compression import lora
+from course_lib.compression import quant_layers as L
+from course_lib.compression.lora import LoRALinear
+from course_lib.text import data, models, training
 
 D, VOCAB, LAYERS, POSITIONS = 64, 128, 2, 32  # D a multiple of 64 so that NF4's blocks fit
 RANK, ALPHA = 4, 8.0

@@ -1,4 +1,4 @@
-"""Unit and property tests for course_lib.memory: the estimator against the papers and a real model."""
+"""Unit and property tests for course_lib.numbers.memory: the estimator against the papers and a real model."""
 
 import math
 
@@ -7,7 +7,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib import dtypes, memory, models
+from course_lib.base import dtypes
+from course_lib.numbers import memory
+from course_lib.text import models
 
 
 def tiny_gpt2(**shape):

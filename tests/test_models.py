@@ -1,4 +1,4 @@
-"""Tests for course_lib.models: configs, training, caching, loading, perplexity, the course model."""
+"""Tests for course_lib.text.models: configs, training, caching, loading, perplexity, the course model."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 import torch
 import transformers
 
-from course_lib import course_model, data, env, evaluation, exercises, scaling, training
-from course_lib import models
+from course_lib.base import env
+from course_lib.text import course_model, data, evaluation, models, scaling, training
 
 #: A recipe small enough for unit tests (a second or two per model).
 QUICK = training.Recipe(steps=25, batch_size=8, seq_len=32, lr=3e-3, warmup_steps=3)
@@ -371,10 +371,10 @@ def test_cli_train_course_model(monkeypatch, tmp_path):
 
 
 def test_chapter01_exercises():
-    assert exercises.chapter01.q1.feedback(240)[0]
-    assert exercises.chapter01.q2.feedback(5)[0] and not exercises.chapter01.q2.feedback(4)[0]
-    assert exercises.chapter01.q3.feedback(4096)[0]
-    assert exercises.chapter01.q4.solution() > 1e12
+    assert ch01.quiz.q1.feedback(240)[0]
+    assert ch01.quiz.q2.feedback(5)[0] and not ch01.quiz.q2.feedback(4)[0]
+    assert ch01.quiz.q3.feedback(4096)[0]
+    assert ch01.quiz.q4.solution() > 1e12
 
 
 @pytest.mark.slow

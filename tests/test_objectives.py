@@ -1,4 +1,4 @@
-"""Tests for course_lib.objectives: masked LM, causal LM and T5 span corruption."""
+"""Tests for course_lib.text.objectives: masked LM, causal LM and T5 span corruption."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib import data
-from course_lib import objectives as obj
+from course_lib.text import data
+from course_lib.text import objectives as obj
 
 IGNORE = -100
 

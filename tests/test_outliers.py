@@ -1,4 +1,4 @@
-"""Tests for course_lib.outliers: simulated 8-bit matrix products, LLM.int8() and SmoothQuant.
+"""Tests for course_lib.compression.outliers: simulated 8-bit matrix products, LLM.int8() and SmoothQuant.
 
 What this file proves:
 
@@ -28,7 +28,7 @@ import pytest
 import torch
 from transformers import GPT2LMHeadModel
 
-from course_lib import outliers as O
+from course_lib.compression import outliers as O
 
 D, VOCAB, LAYERS, POSITIONS = 64, 128, 2, 32
 OUTLIER, FACTOR = 17, 50.0

@@ -1,4 +1,4 @@
-"""Tests for course_lib.precision: casts on real tensors, the overflow/underflow demos, the training experiment."""
+"""Tests for course_lib.numbers.precision: casts on real tensors, the overflow/underflow demos, the training experiment."""
 
 import math
 
@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from course_lib import formats, precision
-
+from course_lib.numbers import formats, precision
 
 # -- dtypes and casts ------------------------------------------------------------------------
 
@@ -262,7 +261,7 @@ def test_training_on_a_missing_gpu_says_so():
 
 
 def test_exercise_answers():
-    from course_lib.exercises import chapter03 as ex
+    from course_lib.chapters.ch03 import quiz as ex
     assert ex.q1.feedback(5.96e-8)[0] and ex.q1.feedback(2**-24)[0]
     assert not ex.q1.feedback(6.1e-5)[0]  # the smallest *normal* number
     assert ex.q2.feedback(2)[0] and not ex.q2.feedback(1)[0]

@@ -1,4 +1,4 @@
-"""Weight pruning (course_lib.prune): masks equal torch.nn.utils.prune's, Wanda and N:M follow their
+"""Weight pruning (course_lib.compression.prune): masks equal torch.nn.utils.prune's, Wanda and N:M follow their
 definitions, held masks keep pruned weights at exactly zero through AdamW steps, and bad input is refused."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from course_lib import data, finetuning, prune, training
+from course_lib.compression import finetuning, prune
+from course_lib.text import data, training
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

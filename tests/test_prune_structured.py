@@ -1,4 +1,4 @@
-"""Tests for course_lib.prune_structured: removing MLP units, attention heads and blocks of a GPT-2.
+"""Tests for course_lib.compression.prune_structured: removing MLP units, attention heads and blocks of a GPT-2.
 
 What this file proves, on small seeded GPT-2s built here (4 heads of 8 dims, MLP width 128):
 
@@ -26,8 +26,8 @@ import torch.nn.functional as F
 from conftest import tiny_gpt2
 from transformers import GPT2LMHeadModel
 
-from course_lib import prune_structured as P
-from course_lib.models import count_parameters
+from course_lib.compression import prune_structured as P
+from course_lib.text.models import count_parameters
 
 HIDDEN, VOCAB, LAYERS, POSITIONS, HEADS = 32, 64, 3, 16, 4
 INNER = 4 * HIDDEN

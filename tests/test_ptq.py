@@ -39,10 +39,12 @@ from matplotlib.figure import Figure
 from torch import nn
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from course_lib import data, evaluation, memory, models, quant, scaling, training
-from course_lib import quant_layers as L
-from course_lib import chapter05, finetuning, ptq, qat
-from course_lib.quant import QuantConfig
+from course_lib.chapters import ch05
+from course_lib.compression import finetuning, ptq, qat, quant
+from course_lib.compression import quant_layers as L
+from course_lib.compression.quant import QuantConfig
+from course_lib.numbers import memory
+from course_lib.text import data, evaluation, models, scaling, training
 
 HIDDEN = 64  # a multiple of 64: every group size used here (32, 64) divides every row
 
@@ -186,7 +188,7 @@ def test_ptq_study_scores_each_quantized_copy(ptq_run, tiny, tok, few):
 
 def test_ptq_table(ptq_run):
     results, _ = ptq_run
-    table = chapter05.ptq_table(results, title="PTQ")
+    table = ch05.ptq_table(results, title="PTQ")
     assert table.headers == ["method", "bits / weight", "model (kB)", "of FP32", "file (kB)", "perplexity",
                              "vs FP32"]
     assert table.title == "PTQ" and len(table.rows) == len(results)
@@ -203,7 +205,7 @@ def test_ptq_table(ptq_run):
 def test_plot_size_vs_perplexity(ptq_run):
     results, _ = ptq_run
     extra = ptq.PTQResult("BF16", 16.0, results[1].model_bytes, results[1].file_bytes, results[1].perplexity, 0.0)
-    fig = chapter05.plot_size_vs_perplexity([*results, extra])  # FP16 and BF16 coincide: one merged point
+    fig = ch05.plot_size_vs_perplexity([*results, extra])  # FP16 and BF16 coincide: one merged point
     assert isinstance(fig, Figure) and len(fig.axes) == 2
     main = fig.axes[0]
     assert main.get_xlabel() and main.get_ylabel()
@@ -280,7 +282,7 @@ def test_weights_at_precision_is_what_quantize_model_stores(method):
 
 def test_billion_table():
     shape = memory.shape_for_params(1e9)
-    table = chapter05.billion_table(1e9)
+    table = ch05.billion_table(1e9)
     assert [r[0] for r in table.rows] == [L.describe(m) for m in ptq.PTQ_METHODS]
     bits = {r[0]: float(r[1]) for r in table.rows}
     assert bits["FP32"] == 32.0 and bits["FP16"] == bits["BF16"] == 16.0
@@ -377,7 +379,7 @@ def test_finetune_caches_the_trained_parameters(monkeypatch, tmp_path, tok, few)
 
 
 def test_finetune_cache_keeps_only_the_adapters_of_a_lora_model(monkeypatch, tmp_path, tok, few):
-    from course_lib import lora
+    from course_lib.compression import lora
 
     monkeypatch.setenv("COURSE_LIB_CACHE", str(tmp_path))
     recipe = training.Recipe(steps=2, batch_size=2, seq_len=32, lr=1e-2, warmup_steps=1)
@@ -435,7 +437,7 @@ def test_quantization_by_size(monkeypatch, tok, few):
             assert row.perplexity_change == pytest.approx(math.exp(row.quantized_loss - row.fp32_loss) - 1)
     assert out["INT4 zero-point per channel"][0].n_params < out["INT4 zero-point per channel"][1].n_params
 
-    table = chapter05.size_table(out)
+    table = ch05.size_table(out)
     assert len(table.headers) == 2 + len(configs)
     assert table.headers[2:] == [f"{k}: perplexity change" for k in out]
     assert len(table.rows) == 2
@@ -483,7 +485,7 @@ def test_trend_sentences():
 # ---------------------------------------------------------------------------------------------
 
 def test_nf4_derivation():
-    table = chapter05.nf4_derivation()
+    table = ch05.nf4_derivation()
     assert len(table.rows) == 16
     assert [r[-1] for r in table.rows] == ["yes"] * 16
     levels = [float(r[3]) for r in table.rows]
@@ -525,7 +527,7 @@ def x() -> torch.Tensor:
 
 def test_compare_configs(x):
     configs = ["int8-tensor", "int8-channel", "int4-g32", "nf4", "nf4-dq"]
-    table = chapter05.compare_configs(x, configs, title="one tensor")
+    table = ch05.compare_configs(x, configs, title="one tensor")
     assert table.title == "one tensor"
     assert [r[0] for r in table.rows] == [L.describe(c) for c in configs]
     for c, row in zip(configs, table.rows):
@@ -544,7 +546,7 @@ def labelled(ax) -> bool:
 
 
 def test_plot_error_vs_bits(x):
-    fig = chapter05.plot_error_vs_bits(x, {"absmax per channel": ["int8-channel", QuantConfig(4, "absmax", "channel")],
+    fig = ch05.plot_error_vs_bits(x, {"absmax per channel": ["int8-channel", QuantConfig(4, "absmax", "channel")],
                                    "zero-point groups": ["int4-g64", "int4-g32"]})
     assert isinstance(fig, Figure)
     ax = fig.axes[0]
@@ -555,7 +557,7 @@ def test_plot_error_vs_bits(x):
 
 
 def test_plot_weight_histograms(tiny):
-    fig = chapter05.plot_weight_histograms(tiny, "transformer.h.0.mlp.c_fc", ["int8-channel", "int4-g32"])
+    fig = ch05.plot_weight_histograms(tiny, "transformer.h.0.mlp.c_fc", ["int8-channel", "int4-g32"])
     assert isinstance(fig, Figure) and len(fig.axes) == 3
     assert labelled(fig.axes[0]) and all(ax.get_xlabel() for ax in fig.axes)
     assert [ax.get_title() for ax in fig.axes] == ["FP32", "INT8 absmax per channel", "INT4 zero-point g32"]
@@ -564,7 +566,7 @@ def test_plot_weight_histograms(tiny):
 @pytest.mark.parametrize("config", ["int8-tensor", QuantConfig(3, "zeropoint", "tensor", scale_dtype="fp32")])
 def test_plot_number_line(config):
     v = torch.tensor([-0.9, -0.31, 0.0, 0.12, 0.5, 1.7])
-    fig = chapter05.plot_number_line(v, config)
+    fig = ch05.plot_number_line(v, config)
     assert isinstance(fig, Figure)
     ax = fig.axes[0]
     assert ax.get_xlabel()
@@ -576,11 +578,11 @@ def test_plot_number_line(config):
 @pytest.mark.parametrize("config", ["int8-channel", "int4-g32", "nf4", QuantConfig(4, "zeropoint", "channel")])
 def test_plot_number_line_needs_one_scale(config):
     with pytest.raises(ValueError, match="one scale"):
-        chapter05.plot_number_line(torch.linspace(-1, 1, 64), config)
+        ch05.plot_number_line(torch.linspace(-1, 1, 64), config)
 
 
 def test_plot_nf4_levels(tiny):
-    fig = chapter05.plot_nf4_levels(tiny.transformer.h[0].mlp.c_fc.weight)
+    fig = ch05.plot_nf4_levels(tiny.transformer.h[0].mlp.c_fc.weight)
     assert isinstance(fig, Figure) and labelled(fig.axes[0])
     red = [ln for ln in fig.axes[0].lines if ln.get_color() == "tab:red"]
     assert len(red) == 16
@@ -591,5 +593,5 @@ def test_plot_nf4_levels(tiny):
 # ---------------------------------------------------------------------------------------------
 
 def test_perplexity_table():
-    table = chapter05.perplexity_table([("base", 10.0), ("int4", 11.5)], baseline=10.0)
+    table = ch05.perplexity_table([("base", 10.0), ("int4", 11.5)], baseline=10.0)
     assert table.rows == [["base", "10.0000", "+0.00%"], ["int4", "11.5000", "+15.00%"]]

@@ -1,4 +1,4 @@
-"""Tests for course_lib.quant: tensor quantization, checked against independent references.
+"""Tests for course_lib.compression.quant: tensor quantization, checked against independent references.
 
 What this file proves:
 
@@ -28,7 +28,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib import quant as Q
+from course_lib.compression import quant as Q
 
 #: torch warns that its quantized tensors (quint8 / qint8) are deprecated; they are the reference here.
 

@@ -1,4 +1,4 @@
-"""Tests for course_lib.quant_layers: quantized linear / embedding layers and whole quantized models.
+"""Tests for course_lib.compression.quant_layers: quantized linear / embedding layers and whole quantized models.
 
 What this file proves, on small seeded GPT-2s built here:
 
@@ -27,8 +27,8 @@ from torch.nn import functional as F
 from transformers import GPT2LMHeadModel
 from transformers.pytorch_utils import Conv1D
 
-from course_lib import quant as Q
-from course_lib import quant_layers as L
+from course_lib.compression import quant as Q
+from course_lib.compression import quant_layers as L
 
 D, VOCAB, LAYERS, POSITIONS = 128, 256, 2, 32  # D a multiple of 128 so that every g128 preset fits
 

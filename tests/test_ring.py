@@ -1,4 +1,4 @@
-"""The ring all-reduce of chapter 8 (course_lib.distributed.ring): its schedule (every rank sends
+"""The ring all-reduce of chapter 8 (course_lib.parallel.ring): its schedule (every rank sends
 2 (N - 1) chunks to its right-hand neighbour, and replaying it on sets of contributions leaves every
 rank with every chunk summed over all ranks), and, marked slow, the real ring on 3 gloo processes
 with uneven chunks: the same sum as ``dist.all_reduce`` and the traffic of the cost model."""
@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 import torch
 
-from course_lib.distributed import cost_model, launch, ring
+from course_lib.parallel import cost_model, launch, ring
 
 WORLDS = range(1, 7)
 
@@ -81,7 +81,7 @@ def test_the_chunks_of_all_ranks_add_up_to_twice_n_minus_one_tensors():
 @pytest.mark.slow
 def test_ring_on_three_processes_matches_all_reduce_and_the_cost_model():
     n, numel = 3, 1001  # 1001 = 334 + 334 + 333: uneven chunks
-    results = launch.launch("course_lib.distributed.ring:check_against_all_reduce", n,
+    results = launch.launch("course_lib.parallel.ring:check_against_all_reduce", n,
                             {"numel": numel, "seed": 0}, timeout=120, echo=False)
     assert [r["rank"] for r in results] == list(range(n))
     tensor_bytes = results[0]["tensor_bytes"]

@@ -1,4 +1,4 @@
-"""Tests for course_lib.roofline: intensities against hand-computed values, roofs, bad input."""
+"""Tests for course_lib.hardware.roofline: intensities against hand-computed values, roofs, bad input."""
 
 import math
 
@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course_lib import roofline
-from course_lib.distributed.cost_model import LINKS
+from course_lib.hardware import roofline
+from course_lib.parallel.cost_model import LINKS
 
 
 def test_matmul_intensity_by_hand():

@@ -4,8 +4,8 @@ import html
 
 import pytest
 
-from course_lib import i18n, memory
-from course_lib.widgets import MemoryCalculator, memory_calculator
+from course_lib.numbers import i18n, memory
+from course_lib.numbers.widgets import MemoryCalculator, memory_calculator
 
 
 def test_calculator_shows_breakdown_and_verdicts():
@@ -54,7 +54,7 @@ def test_bad_input_shows_a_message_in_the_widget(field, value, message):
 
 
 # ------------------------------------------------------------------------------------------------
-# Language: English by default, Dutch on request (course_lib.i18n)
+# Language: English by default, Dutch on request (course_lib.numbers.i18n)
 # ------------------------------------------------------------------------------------------------
 
 ENGLISH_LABELS = ["Model", "Parameters", "Precision", "Optimizer", "Batch per GPU", "Sequence length", "GPUs",
@@ -162,7 +162,7 @@ def test_bad_input_shows_a_dutch_message(field, value, message):
      ("gpus", 0), ("zero", 7), ("zero", -1)],
 )  # fmt: skip
 def test_english_messages_are_memorys_own(field, value):
-    """The calculator checks its inputs itself (to say it in Dutch); in English it says what course_lib.memory says."""
+    """The calculator checks its inputs itself (to say it in Dutch); in English it says what course_lib.numbers.memory says."""
     calc = memory_calculator()
     getattr(calc, field).value = value
     inputs = {"batch": 1, "seq_len": 2048, "gpus": 1, "zero_stage": 0}

@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     book = chapters()
     stale_all = []
-    for path in sorted(PACKAGE.rglob("*.py")):  # subpackages too (course_lib/distributed/)
+    for path in sorted(PACKAGE.rglob("*.py")):  # subpackages too (course_lib/parallel/)
         if path.stem in SKIP or (args.modules and path.stem not in args.modules):
             continue
         text, stale = rewrite(path, book)

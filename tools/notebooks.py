@@ -81,7 +81,7 @@ def setup_source() -> str:
         f'    REPOSITORY = "{REPOSITORY}"\n'
         f'    !pip install -q "course-lib @ git+{{REPOSITORY}}@{COLAB_REF}"\n'
         "\n"
-        "from course_lib.env import setup_notebook\n"
+        "from course_lib.base.env import setup_notebook\n"
         "\n"
         "setup_notebook(seed=0);"
     )

@@ -1,4 +1,4 @@
-"""The bit explorer's JavaScript in chromium: exact agreement with course_lib.formats, JupyterLab, the built book.
+"""The bit explorer's JavaScript in chromium: exact agreement with course_lib.numbers.formats, JupyterLab, the built book.
 
 (a) In a page holding only the explorer's HTML, the JavaScript codec decodes every bit pattern of
 FP16, BF16, E4M3 and E5M2 and re-encodes the values; both must equal the Python codec exactly
@@ -15,8 +15,8 @@ import math
 import numpy as np
 import pytest
 
-from course_lib import bit_explorer as bx
-from course_lib import formats as F
+from course_lib.numbers import bit_explorer as bx
+from course_lib.numbers import formats as F
 
 from .conftest import jupyterlab, run_first_cell
 
@@ -205,7 +205,7 @@ def test_explorer_page_clicks_types_and_switches_formats(codec_page):
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """A JupyterLab server serving one notebook that shows the explorer."""
-    source = 'from course_lib.bit_explorer import bit_explorer\nbit_explorer("pi", "fp16")'
+    source = 'from course_lib.numbers.bit_explorer import bit_explorer\nbit_explorer("pi", "fp16")'
     with jupyterlab(tmp_path_factory.mktemp("lab-bitx"), tmp_path_factory.mktemp("lab-bitx-home"), "explorer.ipynb", source) as url:
         yield url
 
@@ -278,7 +278,7 @@ def test_explorer_starts_on_the_bits_python_computes(offline_page, value, name):
 
 
 # ------------------------------------------------------------------------------------------------
-# In Dutch (course_lib.i18n): every word from the configuration, the stored values unchanged
+# In Dutch (course_lib.numbers.i18n): every word from the configuration, the stored values unchanged
 # ------------------------------------------------------------------------------------------------
 
 #: English words the Dutch explorer must not show (in its text, its tooltips or its options).

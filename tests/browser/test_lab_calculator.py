@@ -10,7 +10,7 @@ pytestmark = pytest.mark.browser
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """A JupyterLab server serving one notebook that shows the calculator."""
-    source = 'from course_lib.widgets import memory_calculator\nmemory_calculator(params="7B", precision="bf16-mixed")'
+    source = 'from course_lib.numbers.widgets import memory_calculator\nmemory_calculator(params="7B", precision="bf16-mixed")'
     with jupyterlab(tmp_path_factory.mktemp("lab"), tmp_path_factory.mktemp("lab-home"), "calculator.ipynb", source) as url:
         yield url
 

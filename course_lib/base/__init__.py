@@ -1,0 +1,2 @@
+"""The shared base every part builds on: the environment, input checks, the one dtype table, tables,
+plots and the one timing harness. It imports nothing from the parts of the course."""

@@ -1,0 +1,308 @@
+"""Chapter 5's own tables and plots ("Quantization"): they draw results, never compute the algorithms.
+
+The algorithms are in :mod:`course_lib.compression.quant` (the quantizer), :mod:`course_lib.compression.quant_layers`
+(quantized layers), :mod:`course_lib.compression.ptq` (whole-model measurements) and :mod:`course_lib.compression.qat`.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any, Sequence
+
+import torch
+from torch import nn
+
+from course_lib.base.tables import Table
+from course_lib.compression import ptq, quant
+from course_lib.compression.quant import QuantConfig
+from course_lib.compression.quant_layers import describe, weight_matrix
+from course_lib.exercises.questions import Question
+from course_lib.numbers import memory
+
+
+def ptq_table(results: Sequence[ptq.PTQResult], title: str | None = None) -> Table:
+    """The PTQ results as a table, each row compared with the first (FP32).
+
+    Chapter 5, *Quantization*.
+    """
+    base = results[0]
+    rows = [[r.method, f"{r.bits:.3f}", f"{r.model_bytes / 1e3:,.1f}", f"{r.model_bytes / base.model_bytes:.1%}",
+             f"{r.file_bytes / 1e3:,.1f}", f"{r.perplexity:.4f}",
+             f"{(r.perplexity / base.perplexity - 1):+.2%}"] for r in results]
+    return Table(["method", "bits / weight", "model (kB)", "of FP32", "file (kB)", "perplexity",
+                  f"vs {base.method}"], rows, title=title)
+
+
+def _merged_labels(points: Sequence[tuple[float, float, str]], tol: float = 1e-3) -> list[tuple[float, float, str]]:
+    """Points that (almost) coincide become one point whose label names them all ("FP16 / BF16")."""
+    merged: list[tuple[float, float, str]] = []
+    for x, y, label in points:
+        for i, (mx, my, mlabel) in enumerate(merged):
+            if abs(mx - x) <= tol * max(abs(mx), 1e-12) and abs(my - y) <= tol * max(abs(my), 1e-12):
+                merged[i] = (mx, my, f"{mlabel} / {label}")
+                break
+        else:
+            merged.append((x, y, label))
+    return merged
+
+
+def plot_size_vs_perplexity(results: Sequence[ptq.PTQResult]) -> Any:
+    """Model bytes against perplexity, one labelled point per method; the 4-bit cluster enlarged on the right.
+
+    Chapter 5, *Quantization*.
+    """
+    import matplotlib.pyplot as plt
+
+    fig, (ax, zoom) = plt.subplots(1, 2, figsize=(11, 4.3), gridspec_kw={"width_ratios": [1.3, 1]})
+    points = [(r.model_bytes / 1e6, r.perplexity, r.method) for r in results]
+    four_bit = [p for p in points if "4" in p[2].split()[0]]
+    colours = {r.method: f"C{i % 10}" for i, r in enumerate(results)}  # one colour per method in both panels
+    for target, subset in ((ax, points), (zoom, four_bit)):
+        for i, (x, y, label) in enumerate(sorted(_merged_labels(subset))):
+            target.scatter(x, y, s=40, zorder=3, color=colours[label.split(" / ")[0]])
+            if target is zoom or (x, y, label) not in four_bit:  # neighbours' labels above and below in turn
+                target.annotate(label, (x, y), textcoords="offset points", xytext=(6, 5 if i % 2 else -13), fontsize=8)
+        target.axhline(results[0].perplexity, color="grey", lw=0.8, ls="--", label=f"{results[0].method}")
+        target.set_xlabel("model size in memory (MB)")
+    if four_bit:
+        xs, ys = [p[0] for p in four_bit], [p[1] for p in four_bit]
+        pad_x, pad_y = 0.15 * (max(xs) - min(xs)) + 1e-3, 0.25 * (max(ys) - min(ys)) + 1e-3
+        ax.add_patch(plt.Rectangle((min(xs) - pad_x, min(ys) - pad_y), max(xs) - min(xs) + 2 * pad_x,
+                                   max(ys) - min(ys) + 2 * pad_y, fill=False, ls=":", color="black"))
+        ax.annotate("4 bits: enlarged on the right", (max(xs) + pad_x, max(ys) + pad_y), textcoords="offset points",
+                    xytext=(8, 10), fontsize=8)
+        zoom.set_xlim(min(xs) - 2 * pad_x, max(xs) + 6 * pad_x)
+        zoom.set_title("the 4-bit methods", fontsize=10)
+    ax.set_xlim(right=max(p[0] for p in points) * 1.15)
+    ax.set_ylabel("perplexity on the test split (lower is better)")
+    ax.set_title("Size against quality after post-training quantization", fontsize=10)
+    ax.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def plot_weight_histograms(model: nn.Module, layer: str, configs: Sequence[str | QuantConfig],
+                           bins: int = 120) -> Any:
+    """Histograms of one layer's weights before and after quantization with each configuration.
+
+    Chapter 5, *Quantization*.
+    """
+    import matplotlib.pyplot as plt
+
+    w = weight_matrix(model.get_submodule(layer)).detach().float().contiguous()
+    fig, axes = plt.subplots(1, len(configs) + 1, figsize=(3.2 * (len(configs) + 1), 3.0), sharey=True)
+    axes[0].hist(w.flatten().numpy(), bins=bins, color="tab:blue")
+    axes[0].set_title("FP32", fontsize=10)
+    for ax, config in zip(axes[1:], configs):
+        q = quant.quantize_dequantize(w, config)
+        ax.hist(q.flatten().numpy(), bins=bins, color="tab:orange")
+        ax.set_title(describe(config), fontsize=10)
+    for ax in axes:
+        ax.set_xlabel("weight value")
+    axes[0].set_ylabel("count")
+    fig.suptitle(f"{layer}: {w.numel():,} weights", fontsize=11)
+    fig.tight_layout()
+    return fig
+
+
+def size_table(rows_by_config: dict[str, list[ptq.SizeRow]]) -> Table:
+    """The :func:`quantization_by_size` results as one table: a row per model, a column per configuration.
+
+    Chapter 5, *Quantization*.
+    """
+    labels = list(rows_by_config)
+    first = rows_by_config[labels[0]]
+    table_rows = []
+    for i, r in enumerate(first):
+        table_rows.append([f"{r.n_params:,}", f"{r.fp32_loss:.4f}"]
+                          + [f"{rows_by_config[k][i].perplexity_change:+.2%}" for k in labels])
+    return Table(["parameters", "FP32 validation loss"] + [f"{k}: perplexity change" for k in labels], table_rows)
+
+
+def billion_table(n_params: float = 1e9, methods: Sequence[str] = ptq.PTQ_METHODS) -> Table:
+    """Weights of a ``n_params`` GPT-like model (shape from :func:`course_lib.numbers.memory.shape_for_params`) per method.
+
+    Chapter 5, *Quantization*.
+    """
+    shape = memory.shape_for_params(n_params)
+    rows = []
+    for method in methods:
+        b = ptq.weights_at_precision(shape, method)
+        bits = 8 * b["total"] / shape.n_params
+        rows.append([describe(method), f"{bits:.3f}", f"{memory.gb(b['codes']):.3f}",
+                     f"{memory.gb(b['overhead']):.3f}", f"{memory.gb(b['rest']):.3f}", f"{memory.gb(b['total']):.3f}"])
+    return Table(["method", "bits / parameter", "codes (GB)", "scales + zeros (GB)", "FP32 rest (GB)", "total (GB)"],
+                 rows, title=f"{shape.n_params:,} parameters: {shape.n_layers} layers, hidden {shape.hidden}, "
+                             f"vocabulary {shape.vocab:,}")
+
+
+def compare_configs(x: torch.Tensor, configs: Sequence[str | QuantConfig], title: str | None = None) -> Table:
+    """Bits per value, distinct levels used and the error of each configuration on one tensor.
+
+    Chapter 5, *Quantization*.
+    """
+    rows = []
+    for config in configs:
+        q = quant.quantize(x, config)
+        stats = quant.error_stats(x, config)
+        rows.append([describe(config), f"{q.bits_per_value:.3f}", f"{q.dequantize().unique().numel():,}",
+                     f"{stats['rmse']:.5f}", f"{stats['max_error']:.5f}", f"{stats['snr_db']:.1f}"])
+    return Table(["quantizer", "bits / value", "distinct values", "RMSE", "max error", "SNR (dB)"], rows, title=title)
+
+
+def plot_error_vs_bits(x: torch.Tensor, families: dict[str, Sequence[str | QuantConfig]]) -> Any:
+    """Error (RMSE) against stored bits per value, one line per family of configurations.
+
+    Chapter 5, *Quantization*.
+    """
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    for name, configs in families.items():
+        pts = [(quant.quantize(x, c).bits_per_value, quant.error_stats(x, c)["rmse"],
+                describe(c).split(" ", 2)[-1]) for c in configs]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+        for bits, rmse, label in _merged_labels(pts):
+            ax.annotate(label, (bits, rmse), textcoords="offset points", xytext=(5, 4), fontsize=8)
+    ax.set_yscale("log")
+    ax.set_xlabel("stored bits per value (codes + scales + zero points)")
+    ax.set_ylabel("RMSE against FP32 (log scale)")
+    ax.set_title("Finer scales cost bits and buy accuracy")
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def plot_number_line(x: torch.Tensor, config: str | QuantConfig) -> Any:
+    """Values of a 1-D tensor, the grid one scale gives them, and where each value lands.
+
+    Chapter 5, *Quantization*.
+    """
+    import matplotlib.pyplot as plt
+
+    config = quant.get_config(config)
+    if config.granularity != "tensor" or config.scheme == "nf4":
+        raise ValueError("the number line shows one scale: use granularity='tensor' with absmax or zeropoint")
+    q = quant.quantize(x, config)
+    c = q.unpack()
+    scale = float(c.scale.flatten()[0])
+    offset = float(c.zero.flatten()[0]) if c.zero is not None else float(1 << (config.bits - 1))
+    lo, hi = (0, (1 << config.bits) - 1) if config.scheme == "zeropoint" else (1, (1 << config.bits) - 1)
+    grid = (torch.arange(lo, hi + 1).float() - offset) * scale
+    back = q.dequantize()
+    fig, ax = plt.subplots(figsize=(9, 2.6))
+    ax.vlines(grid.numpy(), -0.25, 0.25, color="lightgrey", lw=1, label=f"the {grid.numel()} levels")
+    ax.scatter(x.numpy(), [0.5] * x.numel(), color="tab:blue", zorder=3, label="FP32 values")
+    ax.scatter(back.numpy(), [0.0] * x.numel(), color="tab:orange", zorder=3, label="after quantization")
+    for a, b in zip(x.tolist(), back.tolist()):
+        ax.annotate("", (b, 0.05), (a, 0.45), arrowprops={"arrowstyle": "->", "color": "grey", "lw": 0.6})
+    ax.axvline(0.0, color="black", lw=0.6)
+    ax.set_yticks([])
+    ax.set_ylim(-0.4, 0.8)
+    ax.set_xlabel("value")
+    ax.set_title(f"{config.label}: scale = {scale:.4g}" + (f", zero point = {offset:.0f}" if c.zero is not None else ""))
+    ax.legend(loc="upper left", fontsize=8, ncol=3)
+    fig.tight_layout()
+    return fig
+
+
+def nf4_derivation() -> Table:
+    """NF4's 16 levels: the probability each comes from, the normal quantile, the level, the paper's value.
+
+    Chapter 5, *Quantization*.
+    """
+    levels = quant.nf4_codebook()
+    probs, z = quant.nf4_quantiles()
+    z_max = float(z.max())
+    rows = []
+    for i, level in enumerate(levels.tolist()):
+        rows.append([f"{i:2d} ({i:04b})", f"{float(probs[i]):.6f}", f"{float(z[i]):+.6f}", f"{level:+.8f}",
+                     f"{quant.NF4_PUBLISHED[i]:+.8f}", "yes" if level == quant.NF4_PUBLISHED[i] else "NO"])
+    return Table(["code", "probability", "normal quantile z", f"level = z / {z_max:.4f}", "QLoRA paper",
+                  "identical"], rows)
+
+
+def plot_nf4_levels(w: torch.Tensor, block: int = quant.NF4_BLOCK) -> Any:
+    """Weights divided by their block's absmax, with NF4's levels and a uniform INT4 grid over them.
+
+    Chapter 5, *Quantization*.
+    """
+    import matplotlib.pyplot as plt
+
+    flat = w.detach().float().reshape(-1, block)
+    normed = (flat / flat.abs().amax(1, keepdim=True)).flatten()
+    fig, ax = plt.subplots(figsize=(8.5, 3.6))
+    ax.hist(normed.numpy(), bins=161, color="tab:blue", alpha=0.6, density=True,
+            label=f"weights / block absmax (blocks of {block})")
+    for i, level in enumerate(quant.nf4_codebook().tolist()):
+        ax.axvline(level, color="tab:red", lw=1.0, label="NF4 levels" if i == 0 else None)
+    for i, level in enumerate((torch.arange(-7, 8) / 7).tolist()):
+        ax.axvline(level, color="black", lw=0.7, ls=":", label="INT4 absmax levels" if i == 0 else None)
+    ax.set_xlabel("normalised weight")
+    ax.set_ylabel("density")
+    ax.set_title("NF4 puts its levels where normally distributed weights are dense")
+    ax.legend(fontsize=8, loc="upper left")
+    fig.tight_layout()
+    return fig
+
+
+def perplexity_table(rows: Sequence[tuple[str, float]], baseline: float, title: str | None = None) -> Table:
+    """Labelled perplexities, each compared with ``baseline``.
+
+    Chapter 5, *Quantization*.
+    """
+    return Table(["model", "perplexity", "change"],
+                 [[label, f"{p:.4f}", f"{p / baseline - 1:+.2%}"] for label, p in rows], title=title)
+
+
+def _zeropoint_roundtrip(values: tuple[float, ...], index: int, bits: int) -> float:
+    """What ``values[index]`` comes back as under per-tensor zero-point quantization with ``bits`` bits."""
+    import torch
+
+    config = quant.QuantConfig(bits, "zeropoint", "tensor", scale_dtype="fp32")
+    return float(quant.quantize_dequantize(torch.tensor(values), config)[index])
+
+
+def _lora_parameters(n_in: int, n_out: int, rank: int) -> float:
+    """Trainable parameters of one LoRA adapter, counted on a real LoRALinear (base on the meta device)."""
+    from torch import nn
+
+    from course_lib.compression.lora import LoRALinear, count_trainable
+
+    return float(count_trainable(LoRALinear(nn.Linear(n_in, n_out, device="meta"), rank=rank))[0]
+                 - n_in * n_out - n_out)
+
+
+#: The chapter's numeric questions, each checked against the library.
+quiz = SimpleNamespace(
+    q1=Question(
+        "INT4 with zero points, groups of 128: each group stores one FP16 scale and one 4-bit zero point. "
+        "How many bits does one weight cost, overhead included?",
+        lambda: quant.bits_per_value((4096, 4096), "int4-g128"),
+        unit="bits",
+        rel_tol=1e-9,
+        hint="4 bits of code, plus (16 + 4) bits shared by the 128 weights of the group.",
+    ),
+    q2=Question(
+        "A tensor holds -1.0, 2.0 and 0.75. Quantized per tensor with 4-bit zero-point quantization "
+        "(scale = (max - min) / 15, zero = round(-min / scale)), what value does 0.75 come back as?",
+        lambda: _zeropoint_roundtrip((-1.0, 2.0, 0.75), 2, 4),
+        rel_tol=1e-6,
+        hint="scale = 3 / 15 = 0.2 and zero = 5; 0.75 / 0.2 = 3.75 rounds to 4, so the code is 9; decode (9 - 5) x 0.2.",
+    ),
+    q3=Question(
+        "NF4 with double quantization (blocks of 64, their scales stored in 8 bits in blocks of 256, one FP32 "
+        "constant per 256-block): bits per weight for a large matrix?",
+        lambda: quant.bits_per_value((65536, 4096), "nf4-dq"),
+        unit="bits",
+        rel_tol=1e-4,
+        hint="4 + 8/64 + 32/(64 x 256): the code, the 8-bit block scale, and the FP32 constant of each 256 blocks.",
+    ),
+    q4=Question(
+        "How many trainable parameters does a rank-8 LoRA adapter add to one 4096 x 4096 linear layer?",
+        lambda: _lora_parameters(4096, 4096, 8),
+        unit="parameters",
+        rel_tol=0,
+        hint="A is rank x in and B is out x rank: 8 x 4096 + 4096 x 8.",
+    ),
+)

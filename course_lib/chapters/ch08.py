@@ -1,0 +1,159 @@
+"""Chapter 8's own tables and plots: the results of DDP runs, laid out for the page.
+
+Chapter 8, *Data parallelism with DDP*, shows what :mod:`course_lib.parallel` measured: which
+rows each rank trained on, the parameter checksums of every rank after every step, DDP's gradient
+buckets and their timings, throughput per number of ranks, and the memory each rank holds.
+The runs themselves are in :mod:`course_lib.parallel.ddp`; nothing here computes a result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+from course_lib.base.tables import Table
+from course_lib.exercises.questions import Question
+from course_lib.numbers import memory
+from course_lib.parallel import cost_model, ddp
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["bucket_table", "checksum_table", "memory_table", "plot_overlap", "shard_table",
+           "throughput_table"]
+
+
+def shard_table(global_batch: int, world_size: int) -> Table:
+    """Which rows of each global batch every rank trains on (``DistributedSampler``, no shuffle).
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    rows = [[f"rank {r}", ", ".join(map(str, ddp.shard(global_batch, world_size, r)))]
+            for r in range(world_size)]
+    return Table(["rank", f"rows of the global batch (0-{global_batch - 1})"], rows,
+                 title=f"A global batch of {global_batch} windows shared by {world_size} ranks")
+
+
+def checksum_table(ranks: Sequence[Mapping[str, Any]], single: Mapping[str, Any]) -> Table:
+    """Per step: the loss over the global batch (DDP and one process), and every rank's checksum.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    rows = []
+    for step, loss in enumerate(single["history"]):
+        ddp_loss = sum(r["history"][step] for r in ranks) / len(ranks)
+        sums = [r["checksums"][step] for r in ranks]
+        rows.append([step, f"{ddp_loss:.4f}", f"{loss:.4f}", *sums,
+                     "yes" if len(set(sums)) == 1 else "NO"])
+    headers = ["step", "loss, DDP", "loss, one process"]
+    headers += [f"rank {r['rank']} parameters" for r in ranks] + ["ranks identical"]
+    return Table(headers, rows, title="After every step: loss and parameter checksum per rank")
+
+
+def bucket_table(result: Mapping[str, Any], steps: Sequence[int] = (0, 1)) -> Table:
+    """DDP's gradient buckets at some steps: how many, their sizes, and their all-reduce times.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    rows = []
+    for step in steps:
+        buckets = [b for b in result["buckets"] if b[0] == step]
+        rows.append([step, len(buckets), ", ".join(f"{b[2] / 1e3:,.0f}" for b in buckets),
+                     f"{sum(b[2] for b in buckets):,}",
+                     ", ".join(f"{(b[4] - b[3]) * 1e3:.1f}" for b in buckets)])
+    return Table(["step", "buckets", "sizes (kB)", "bytes in all", "all-reduce (ms each)"], rows,
+                 title=f"Rank {result['rank']}'s gradient buckets, in the order they were reduced")
+
+
+def plot_overlap(result: Mapping[str, Any], step: int = 2) -> Figure:
+    """One training step of one rank on a time line: compute, and each bucket's all-reduce.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    import matplotlib.pyplot as plt
+
+    start = result["forwards"][step]
+    end = result["step_times"][step]
+    buckets = [b for b in result["buckets"] if b[0] == step]
+    fig, ax = plt.subplots(figsize=(9, 2.2 + 0.35 * len(buckets)))
+    ms = [(t - start) * 1e3 for t in (start, end)]
+    ax.barh(len(buckets), ms[1], left=0, color="#4C72B0", height=0.6,
+            label="forward, backward, optimizer step")
+    for i, (_, index, n_bytes, ready, done, _) in enumerate(buckets):
+        ax.barh(len(buckets) - 1 - i, (done - ready) * 1e3, left=(ready - start) * 1e3,
+                color="#C44E52", height=0.6,
+                label="all-reduce of a bucket" if i == 0 else None)
+        ax.text((done - start) * 1e3, len(buckets) - 1 - i, f"  {n_bytes / 1e6:.1f} MB",
+                va="center", fontsize=9)
+    ax.set_yticks(range(len(buckets) + 1),
+                  [f"bucket {b[1]}" for b in reversed(buckets)] + ["compute"])
+    ax.set_xlabel("milliseconds since the forward pass began")
+    ax.set_title(f"Rank {result['rank']}, step {step}: the buckets are reduced while "
+                 "the backward pass goes on")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2, fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def throughput_table(runs: Mapping[int, Sequence[Mapping[str, Any]]]) -> Table:
+    """Training tokens per second for each number of ranks, from the second step to the last.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    rows, base = [], None
+    for n, results in runs.items():
+        measured = [ddp.timings(r) for r in results]
+        rate = min(m["tokens_per_second"] for m in measured)  # the ranks move in step
+        share = sum(m["all_reduce_share"] for m in measured) / len(measured)
+        base = base or rate
+        rows.append([n, results[0]["threads"], f"{rate:,.0f}", f"{rate / base:.2f}x",
+                     f"{share:.0%}"])
+    return Table(["ranks", "threads per rank", "tokens/s", "speed-up", "time in all-reduce"],
+                 rows, title="Training the course GPT-2 on this machine (global batch fixed)")
+
+
+def memory_table(ranks: Sequence[Mapping[str, Any]], single: Mapping[str, Any],
+                 estimate: memory.Breakdown) -> Table:
+    """Bytes of parameters, gradients and optimizer states: each rank, one process, chapter 2.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    expected = {"parameters": estimate.weights, "gradients": estimate.gradients,
+                "optimizer states": estimate.optimizer_states + estimate.master_weights}
+    rows = []
+    for name, value in expected.items():
+        rows.append([name, *[f"{r['state_bytes'][name]:,}" for r in ranks],
+                     f"{single['state_bytes'][name]:,}", f"{value:,.0f}"])
+    headers = ["", *[f"rank {r['rank']}" for r in ranks], "one process",
+               f"chapter 2's estimate ({estimate.gpus} GPUs)"]
+    return Table(headers, rows, title="Model states in bytes: every rank holds all of them")
+
+
+quiz = SimpleNamespace(
+    q1=Question(
+        "A ring all-reduce sums 1 GB (1e9 bytes) of gradients over 8 ranks. How many bytes does each rank "
+        "send?",
+        lambda: cost_model.ring_allreduce_bytes(1e9, 8),
+        unit="bytes",
+        rel_tol=1e-9,
+        hint="2 (N - 1) chunks of S / N: 7 in the reduce-scatter, 7 in the all-gather, each 1e9 / 8 bytes.",
+    ),
+    q2=Question(
+        "A 7B-parameter model is trained with BF16 mixed precision and Adam, with DDP on 8 GPUs. How many GB "
+        "(1e9 bytes) of model states (weights, gradients, master weights, optimizer states) does each GPU hold?",
+        lambda: memory.training_memory(7e9, "bf16-mixed", "adam", gpus=8).model_states / 1e9,
+        unit="GB",
+        rel_tol=0.01,
+        hint="DDP copies everything to every GPU: 2 + 2 + 4 + 8 = 16 bytes per parameter, whatever the GPU count.",
+    ),
+    q3=Question(
+        "By the alpha-beta model (cost_model.ring_allreduce_time), how many seconds does a ring all-reduce of "
+        "14 GB (14e9 bytes) of gradients take over 8 GPUs linked by InfiniBand NDR, sent as one piece?",
+        lambda: cost_model.ring_allreduce_time(14e9, 8, cost_model.LINKS["InfiniBand NDR"]),
+        unit="s",
+        rel_tol=0.02,
+        hint="2 (N - 1) alpha + 2 (N - 1) / N x S / beta, with beta = 50e9 bytes/s per direction; "
+             "the latency term is tiny here.",
+    ),
+)

@@ -1,0 +1,318 @@
+"""Chapter 9's own tables and plots: sharded runs and the ZeRO arithmetic, laid out for the page.
+
+Chapter 9, *Sharding with ZeRO and FSDP*, shows what :mod:`course_lib.parallel.fsdp` measured
+(bytes per rank, peaks, collectives, equality with one process) next to the ZeRO formulas of
+:func:`course_lib.numbers.memory.training_memory`, and the published figures it is checked against.
+The runs themselves are in :mod:`course_lib.parallel.fsdp`; nothing here trains.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from course_lib.base.tables import Table
+from course_lib.exercises.questions import Question
+from course_lib.numbers import memory
+from course_lib.parallel import cost_model, fsdp
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["STAGE", "ZERO_PAPER_GB", "by_run", "equality_table", "factor_table",
+           "fsdp_paper_table", "label", "memory_table", "offload_table", "plot_memory",
+           "plot_reduction", "step_seconds", "volume_table", "zero_paper_table"]
+
+#: The ZeRO stage whose formula each strategy is compared with.
+STAGE = {"ddp": 0, "zero1": 1, "zero2": 2, "zero3": 3, "hsdp": 3}
+#: The ZeRO paper's worked example (Figure 1): GB per GPU for 7.5B parameters on 64 GPUs.
+ZERO_PAPER_GB = {0: 120, 1: 31.4, 2: 16.6, 3: 1.9}
+_STATES = ("parameters", "gradients", "optimizer states")
+
+Run = Sequence[Mapping[str, Any]]  # one run: the result of every rank, in rank order
+
+
+def by_run(results: Sequence[Sequence[Mapping[str, Any]]]) -> list[list[Mapping[str, Any]]]:
+    """Turn ``launch``'s answer (per rank, a list of runs) into a list of runs (each per rank).
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    return [list(ranks) for ranks in zip(*results)]
+
+
+def label(run: Run) -> str:
+    """A run's name on the page: strategy, ranks, and the options that change it.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    r = run[0]
+    name = f"{r['strategy']}, {r['world_size']} ranks"
+    if r["strategy"] == "hsdp":
+        name += f", factor {r['shard_factor']}"
+    if r["offload"]:
+        name += ", offload"
+    if r["mixed_precision"]:
+        name += ", bf16"
+    return name
+
+
+def _formula(run: Run) -> memory.Breakdown:
+    """Chapter 2's estimate for this run: FP32 Adam, the strategy's ZeRO stage over its ranks."""
+    r = run[0]
+    gpus = r["shard_factor"] if r["strategy"] == "hsdp" else r["world_size"]
+    return memory.training_memory(r["n_params"], "fp32", gpus=gpus,
+                                  zero_stage=STAGE[r["strategy"]])
+
+
+def _span(values: Sequence[int]) -> str:
+    low, high = min(values), max(values)
+    return f"{low / 1e6:.2f}" if low == high else f"{low / 1e6:.2f}-{high / 1e6:.2f}"
+
+
+def memory_table(runs: Sequence[Run]) -> Table:
+    """Per rank, after a step: bytes of each model state, their total, the formula, the peak.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    rows = []
+    for run in runs:
+        held = [sum(r["state_bytes"].values()) for r in run]
+        gathered = [r["peak_parameter_bytes"] - r["state_bytes"]["parameters"] for r in run]
+        rows.append([label(run), *[_span([r["state_bytes"][k] for r in run]) for k in _STATES],
+                     _span(held), f"{_formula(run).model_states / 1e6:.2f}",
+                     f"{STAGE[run[0]['strategy']]}",
+                     _span(gathered)])
+    return Table(["run", "parameters", "gradients", "optimizer states", "held", "ZeRO formula",
+                  "stage", "+ gathered at peak"], rows,
+                 title="MB per rank between steps (min-max over the ranks), and what the "
+                       "forward pass gathers on top")
+
+
+def plot_memory(runs: Sequence[Run]) -> Figure:
+    """Stacked bars of each run's bytes per rank, the gathered peak hatched, the formula marked.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(10, 4.2))
+    colors = {"parameters": "#4C72B0", "gradients": "#DD8452", "optimizer states": "#55A868"}
+    for i, run in enumerate(runs):
+        worst = max(run, key=lambda r: sum(r["state_bytes"].values()))
+        bottom = 0.0
+        for name in _STATES:
+            value = worst["state_bytes"][name] / 1e6
+            ax.bar(i, value, bottom=bottom, color=colors[name], label=name if i == 0 else None)
+            bottom += value
+        extra = (worst["peak_parameter_bytes"] - worst["state_bytes"]["parameters"]) / 1e6
+        ax.bar(i, extra, bottom=bottom, color="white", edgecolor="#4C72B0", hatch="//",
+               label="parameters gathered at the peak" if i == 0 else None)
+        ax.plot(i, _formula(run).model_states / 1e6, "k_", markersize=28, mew=2,
+                label="ZeRO formula" if i == 0 else None)
+    ax.set_xticks(range(len(runs)), [label(r).replace(", ", "\n", 1) for r in runs], fontsize=8)
+    ax.set_ylabel("MB held by the fullest rank")
+    ax.set_title("Model states per rank: what each strategy shards, and what gathering adds")
+    ax.legend(fontsize=8, ncol=2)
+    fig.tight_layout()
+    return fig
+
+
+def volume_table(runs: Sequence[Run], step: int = 1) -> Table:
+    """Bytes of every kind of collective in one step, counted, against the formula, in Psi.
+
+    Psi is the bytes of the model's FP32 parameters; the ZeRO paper's accounting (an all-reduce
+    moves twice its tensor).
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    kinds = ("all-gather", "reduce-scatter", "all-reduce", "broadcast")
+    rows = []
+    for run in runs:
+        r = run[0]
+        counted = r["volume"][step]
+        psi = 4 * r["n_params"]
+        expected = fsdp.expected_volume(r["unit_numels"], r["strategy"], r["world_size"],
+                                        r["shard_factor"],
+                                        param_bytes=2 if r["mixed_precision"] else 4)
+        rows.append([label(run), *[f"{counted.get(k, 0) / 1e6:.2f}" for k in kinds],
+                     f"{sum(counted.values()) / psi:.2f}", f"{sum(expected.values()) / psi:.2f}",
+                     "yes" if counted == expected else "NO"])
+    return Table(["run", *[f"{k} (MB)" for k in kinds], "counted (Psi)", "formula (Psi)",
+                  "equal"], rows,
+                 title=f"Communication of rank 0 in step {step}, in MB and in units of Psi "
+                       f"(the FP32 parameters' bytes)")
+
+
+def equality_table(runs: Sequence[Run], single: Mapping[str, Any],
+                   initial: torch.Tensor) -> Table:
+    """How far each run's final parameters are from one process's, absolutely and per update.
+
+    The relative error is ||theta_run - theta_one|| / ||theta_one - theta_start||: the share of
+    the training update that the run got wrong.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    update = (single["parameters"] - initial).norm()
+    rows = []
+    for run in runs:
+        gap = run[0]["parameters"] - single["parameters"]
+        rows.append([label(run), f"{float(gap.abs().max()):.1e}",
+                     f"{float(gap.norm() / update):.1e}",
+                     f"{run[0]['history'][-1] - single['history'][-1]:+.4f}"])
+    return Table(["run", "max |difference|", "relative to the update", "last loss - one process'"],
+                 rows, title="Final parameters against one process trained on the global batch "
+                             "(rank 0's loss is its own half of the batch)")
+
+
+def factor_table(runs: Sequence[Run], step: int = 1) -> Table:
+    """Hybrid sharding side by side: copies of the model, bytes per rank, bytes moved per step.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    rows = []
+    for run in runs:
+        r = run[0]
+        moved = r["volume"][step]
+        rows.append([r["shard_factor"], r["world_size"] // r["shard_factor"],
+                     f"{sum(r['state_bytes'].values()) / 1e6:.2f}",
+                     f"{r['peak_parameter_bytes'] / 1e6:.2f}",
+                     f"{(moved.get('all-gather', 0) + moved.get('reduce-scatter', 0)) / 1e6:.2f}",
+                     f"{moved.get('all-reduce', 0) / 1e6:.2f}"])
+    return Table(["sharding factor", "copies of the model", "held per rank (MB)",
+                  "peak parameters (MB)", "within a shard group (MB)", "across groups (MB)"],
+                 rows, title=f"{runs[0][0]['world_size']} ranks, from replicated (factor 1) "
+                             "to fully sharded: memory against communication")
+
+
+def step_seconds(result: Mapping[str, Any]) -> float:
+    """The median time of a run's steps after the first (seconds).
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    ends = result["step_times"]
+    if len(ends) < 2:
+        raise ValueError("step_seconds needs at least 2 steps: the first one is not timed.")
+    return statistics.median(b - a for a, b in zip(ends, ends[1:]))
+
+
+def offload_table(n_params: Sequence[float] = (1.3e9, 7e9, 13e9), gpus: int = 8,
+                  links: Sequence[str] = ("PCIe 4.0 x16", "PCIe 5.0 x16")) -> Table:
+    """What CPU offload saves on each GPU (ZeRO-3, BF16 mixed) and what its copies cost per step.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    rows = []
+    for n in n_params:
+        b = memory.training_memory(n, "bf16-mixed", gpus=gpus, zero_stage=3)
+        rows.append([f"{n / 1e9:g}B", f"{b.model_states / 1e9:.1f}",
+                     f"{b.temporaries / 1e9:.2f}",
+                     *[f"{cost_model.offload_transfer_time(n, gpus, link):.2f}" for link in links]])
+    return Table(["model", "model states per GPU (GB)", "with offload: gathered layers (GB)",
+                  *[f"copies per step, {link} (s)" for link in links]], rows,
+                 title=f"ZeRO-3 on {gpus} GPUs with and without CPU offload "
+                       "(chapter 2's estimator; alpha-beta model of the host link)")
+
+
+def zero_paper_table() -> Table:
+    """The ZeRO paper's 7.5B / 64 GPU example, chapter 2's estimator, and DeepSpeed's convention.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    n, gpus = 7.5e9, 64
+    rows = []
+    for stage, paper in ZERO_PAPER_GB.items():
+        ours = memory.training_memory(n, "bf16-mixed", gpus=gpus, zero_stage=stage).model_states
+        deepspeed = {2: 2 * n + 18 * n / gpus, 3: 18 * n / gpus}.get(stage)
+        rows.append([stage, f"{paper:g}", f"{ours / 1e9:.1f}",
+                     f"{deepspeed / 1e9:.1f}" if deepspeed else "-"])
+    return Table(["ZeRO stage", "paper (GB)", "chapter 2's estimator (GB)",
+                  "DeepSpeed's estimator, 18 bytes (GB)"], rows,
+                 title="Model states per GPU: 7.5B parameters, mixed precision Adam, 64 GPUs")
+
+
+def plot_reduction(max_gpus: int = 1024) -> Figure:
+    """How many times less each ZeRO stage holds per GPU than DDP, against the number of GPUs.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    import matplotlib.pyplot as plt
+
+    counts = [2**k for k in range(max_gpus.bit_length()) if 2**k <= max_gpus]
+    base = memory.training_memory(1e9, "bf16-mixed").model_states
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for stage, color in ((1, "#4C72B0"), (2, "#DD8452"), (3, "#55A868")):
+        ratio = [base / memory.training_memory(1e9, "bf16-mixed", gpus=g,
+                                               zero_stage=stage).model_states for g in counts]
+        ax.plot(counts, ratio, "o-", color=color, label=f"stage {stage}")
+    for limit, text in ((4, "stage 1 tends to 16/4 = 4x"), (8, "stage 2 tends to 16/2 = 8x")):
+        ax.axhline(limit, color="grey", ls="--", lw=1)
+        ax.text(counts[0], limit * 1.08, text, fontsize=8, color="grey")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.set_xlabel("GPUs sharing the model states (N)")
+    ax.set_ylabel("reduction against DDP (x)")
+    ax.set_title("ZeRO's savings: stages 1 and 2 level off, stage 3 grows like N")
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def fsdp_paper_table() -> Table:
+    """The FSDP paper's results as the lecture notes state them, each with where it comes from.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    notes = "lecture notes, from the paper's figures; not re-read from its text"
+    rows = [
+        ["FSDP gives performance comparable to DDP and near-linear TFLOPS scaling", "-",
+         "Zhao et al. 2023, abstract"],
+        ["T5 611M and 2.28B: FSDP and DDP perform about the same", "611M, 2.28B", notes],
+        ["T5 11.3B: DDP runs out of memory; FSDP trains it (faster in 16-bit)", "11.3B", notes],
+        ["T5 11B from 8 to 512 A100 80GB: per-GPU TFLOPS about 7 % lower (batch 8 and 16)",
+         "11B", notes],
+    ]
+    return Table(["claim", "model size", "source"], rows,
+                 title="Published FSDP results (Zhao et al. 2023), as checked here")
+
+
+def _lowest_zero_stage(n_params: float, gpus: int, capacity: float) -> float:
+    """The lowest ZeRO stage whose model states (BF16 mixed, Adam) fit ``capacity`` bytes per GPU."""
+    for stage in memory.ZERO_STAGES:
+        if memory.training_memory(n_params, "bf16-mixed", gpus=gpus,
+                                  zero_stage=stage).model_states <= capacity:
+            return float(stage)
+    return math.inf
+
+
+#: The chapter's numeric questions, each checked against the library.
+quiz = SimpleNamespace(
+    q1=Question(
+        "A 13B-parameter model is trained with BF16 mixed precision and Adam on 8 GPUs of 40 GB (4e10 "
+        "bytes). Counting model states only, which is the lowest ZeRO stage (0, 1, 2 or 3) that fits?",
+        lambda: _lowest_zero_stage(13e9, 8, 40e9),
+        rel_tol=0,
+        hint="Stage 1: 4 x 13 + 12 x 13 / 8 GB; stage 2: 2 x 13 + 14 x 13 / 8 GB; stage 3: 16 x 13 / 8 GB.",
+    ),
+    q2=Question(
+        "With ZeRO stage 3, how many GB (1e9 bytes) does one training step of a 1B-parameter model move "
+        "when parameters and gradients travel in BF16? Use the ZeRO paper's accounting.",
+        lambda: 3 * 1e9 * 2 / 1e9,
+        unit="GB",
+        rel_tol=1e-9,
+        hint="An all-gather for forward, another for backward, a reduce-scatter of the gradients: Psi each.",
+    ),
+    q3=Question(
+        "64 GPUs train a 7B model (BF16 mixed, Adam) with hybrid sharding, sharding factor 8. How many GB of "
+        "model states does each GPU hold?",
+        lambda: memory.training_memory(7e9, "bf16-mixed", gpus=8, zero_stage=3).model_states / 1e9,
+        unit="GB",
+        rel_tol=0.01,
+        hint="The states are sharded over the 8 GPUs of a group (16 bytes x 7e9 / 8) and replicated across "
+             "the 8 groups, which saves nothing per GPU.",
+    ),
+)

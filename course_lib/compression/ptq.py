@@ -1,0 +1,268 @@
+"""Post-training quantization of a whole model, measured: bytes, file size, perplexity, model size.
+
+Chapter 5 ("Quantization") quantizes the course model with every method of :data:`PTQ_METHODS`
+and measures what each stores and how well the model still predicts; it also asks whether larger
+models suffer less, and prices a billion-parameter model at every precision from shapes alone.
+Tables and plots of these results are in :mod:`course_lib.chapters.ch05`.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+from torch import nn
+from transformers import PreTrainedTokenizerBase
+from transformers.pytorch_utils import Conv1D
+
+from course_lib.base import env
+from course_lib.base.tables import Table
+from course_lib.compression import quant
+from course_lib.compression.quant import QuantConfig
+from course_lib.compression.quant_layers import (
+    FLOAT_DTYPES,
+    describe,
+    effective_bits,
+    model_bytes,
+    quantize_model,
+    safetensors_bytes,
+    weight_matrix,
+)
+from course_lib.numbers import memory
+from course_lib.text import data, evaluation, models, scaling
+
+#: The methods of chapter 5's post-training quantization table, in order.
+PTQ_METHODS: tuple[str, ...] = ("fp32", "fp16", "bf16", "int8-channel", "int4-g128", "int4-g64", "int4-g32",
+                                "nf4", "nf4-dq", "int3-g128")
+
+
+#: How chapter 5 measures perplexity: windows of 128 tokens that do not overlap (half the work of the
+#: model card's stride of 64, so that ten models fit in the chapter's time; every token is still scored once).
+EVAL_WINDOW = EVAL_STRIDE = 128
+#: Windows per forward pass when chapter 5 scores a model (the value does not depend on it; 8 is fastest on a CPU).
+EVAL_BATCH = 8
+
+
+#: How many stories of the test split chapter 5 scores: the first 150 of 300 (about 11,000 tokens), so that
+#: the chapter's two dozen evaluations fit in its time budget.
+EVAL_STORIES = 150
+
+
+def test_stories() -> list[str]:
+    """The test stories chapter 5 scores: the first :data:`EVAL_STORIES` of the course corpus's test split.
+
+    Chapter 5, *Quantization*.
+    """
+    return data.load_corpus("course", "test")[:EVAL_STORIES]
+
+
+def test_perplexity(model: nn.Module, tokenizer: PreTrainedTokenizerBase | None = None,
+                    texts: Sequence[str] | None = None) -> float:
+    """Perplexity on :func:`test_stories` (or on ``texts``), windows of 128 without overlap.
+
+    Chapter 5, *Quantization*.
+    """
+    return evaluation.perplexity(model, _tokenizer(tokenizer), split="test",
+                                 texts=test_stories() if texts is None else texts,
+                                 window=EVAL_WINDOW, stride=EVAL_STRIDE, batch_size=EVAL_BATCH).perplexity
+
+
+def _tokenizer(tokenizer: PreTrainedTokenizerBase | None) -> PreTrainedTokenizerBase:
+    return tokenizer if tokenizer is not None else data.course_tokenizer()
+
+
+@dataclass(frozen=True)
+class PTQResult:
+    """One row of the PTQ table: what a method stores and how well the model still predicts.
+
+    Chapter 5, *Quantization*.
+    """
+
+    method: str
+    bits: float
+    model_bytes: int
+    file_bytes: int
+    perplexity: float
+    seconds: float
+
+
+def ptq_study(model: nn.Module, methods: Sequence[str | QuantConfig] = PTQ_METHODS,
+              tokenizer: PreTrainedTokenizerBase | None = None, *, progress: bool = True) -> list[PTQResult]:
+    """Quantize ``model`` with each method; measure bytes, safetensors file size and perplexity.
+
+    ``seconds`` is the time :func:`quantize_model` takes for the whole model. Perplexity is
+    :func:`test_perplexity`: the fixed test split, windows of 128 without overlap. Every row
+    computes in FP32 from the stored values, as the quantized layers decode to FP32: an FP16 or
+    BF16 model's tensors are rounded to 16 bits and cast back before it is scored (CPUs have no
+    fast 16-bit matrix product; computing in BF16 there takes about 20x longer).
+
+    Chapter 5, *Quantization*.
+    """
+    tokenizer = _tokenizer(tokenizer)
+    results = []
+    for method in env.progress_bar(methods, len(methods), "quantizing", progress):
+        start = time.perf_counter()
+        q = quantize_model(model, method)
+        seconds = time.perf_counter() - start
+        is_cast = isinstance(method, str) and method.strip().lower() in FLOAT_DTYPES
+        ppl = test_perplexity(copy.deepcopy(q).float() if is_cast else q, tokenizer)
+        results.append(PTQResult(describe(method), effective_bits(q), model_bytes(q), safetensors_bytes(q),
+                                 ppl, seconds))
+    return results
+
+
+@dataclass(frozen=True)
+class SizeRow:
+    """One scaling-study model: size, validation loss in FP32 and after quantization.
+
+    Chapter 5, *Quantization*.
+    """
+
+    n_params: int
+    fp32_loss: float
+    quantized_loss: float
+
+    @property
+    def perplexity_change(self) -> float:
+        """Relative change of perplexity, exp(quantized loss - FP32 loss) - 1."""
+        return math.exp(self.quantized_loss - self.fp32_loss) - 1
+
+
+def quantization_by_size(configs: Sequence[str | QuantConfig] = ("int4-channel",),
+                         tokenizer: PreTrainedTokenizerBase | None = None,
+                         progress: bool = True) -> dict[str, list[SizeRow]]:
+    """Chapter 1's scaling-study models (cached), each quantized with every config; validation losses.
+
+    Returns the rows per configuration label, smallest model first.
+
+    Chapter 5, *Quantization*.
+    """
+    tokenizer = _tokenizer(tokenizer)
+    window = scaling.SCALING_RECIPE.seq_len
+    labels = [describe(c) for c in configs]
+    if len(set(labels)) < len(labels):
+        raise ValueError(f"two configurations share a label ({', '.join(labels)}); compare configurations that "
+                         "differ in bits, scheme or granularity")
+    out: dict[str, list[SizeRow]] = {label: [] for label in labels}
+    for t in scaling.scaling_models(tokenizer=tokenizer, progress=progress):
+        n = models.count_parameters(t.model)
+        fp32 = scaling.validation_loss(t.model, tokenizer, window)
+        for config in configs:
+            loss = scaling.validation_loss(quantize_model(t.model, config), tokenizer, window)
+            out[describe(config)].append(SizeRow(n, fp32, loss))
+    return out
+
+
+def trend(rows: Sequence[SizeRow]) -> str:
+    """One sentence on whether the perplexity change shrinks as the models grow (computed, not assumed).
+
+    Chapter 5, *Quantization*.
+    """
+    changes = [r.perplexity_change for r in rows]
+    shrinking = all(b <= a for a, b in zip(changes, changes[1:]))
+    first, last = rows[0], rows[-1]
+    verdict = ("shrinks at every step" if shrinking else
+               "does not shrink steadily" if changes[-1] < changes[0] else "does not shrink")
+    return (f"From {first.n_params:,} to {last.n_params:,} parameters the perplexity change goes from "
+            f"{changes[0]:+.2%} to {changes[-1]:+.2%}: it {verdict} across these {len(rows)} models.")
+
+
+def model_matrices(shape: memory.ModelShape) -> list[tuple[int, int]]:
+    """The weight matrices (out, in) of a GPT-2-style model: the tied token embedding, then 4 per layer.
+
+    Chapter 5, *Quantization*.
+    """
+    h = shape.hidden
+    per_layer = [(3 * h, h), (h, h), (4 * h, h), (h, 4 * h)]
+    return [(shape.vocab, h)] + per_layer * shape.n_layers
+
+
+def weights_at_precision(shape: memory.ModelShape, method: str | QuantConfig, *,
+                         embedding: bool = True, rest: str = "fp32") -> dict[str, float]:
+    """Bytes of a model's weights under ``method``: quantized matrices (codes + overhead) and the rest.
+
+    The same split as :func:`quantize_model`: matrices quantized, position embeddings, biases and
+    layer norms kept in ``rest`` (FP32 by default). ``embedding=False`` keeps the tied token
+    embedding in ``rest`` too, as GPTQ does (chapter 7). Returns codes, overhead (scales, zero
+    points), rest and total bytes.
+
+    Chapter 5, *Quantization*.
+    """
+    matrices = model_matrices(shape)[0 if embedding else 1:]
+    n_matrix = sum(a * b for a, b in matrices)
+    if isinstance(method, str) and method.strip().lower() in FLOAT_DTYPES:
+        total = memory.weight_memory(shape.n_params, method)
+        return {"codes": total, "overhead": 0.0, "rest": 0.0, "total": total}
+    codes = overhead = 0.0
+    for m in matrices:
+        parts = quant.storage_bytes(m, method)
+        codes += parts["codes"]
+        overhead += sum(parts.values()) - parts["codes"]
+    kept = memory.weight_memory(shape.n_params - n_matrix, rest)
+    return {"codes": codes, "overhead": overhead, "rest": kept, "total": codes + overhead + kept}
+
+
+def torch_crosscheck(model: nn.Module) -> Table:
+    """Our codes against torch's own quantizers on every linear weight of ``model``.
+
+    INT8 absmax per tensor and per channel against ``torch.quantize_per_tensor`` /
+    ``torch.quantize_per_channel`` (qint8, zero point 0) with our scales; INT8 zero-point per
+    channel against ``torch.quantize_per_channel`` (quint8) with our scales and zero points; INT4
+    zero-point in groups of 64 against ``torch.fake_quantize_per_channel_affine`` with the groups
+    laid out as channels. ``torch.quantize_per_channel`` adds the zero point *before* rounding
+    (``round(zero + x / scale)``, in float32) where we, like ``fake_quantize``, round first; the
+    last column redoes our codes in torch's order to show that this is the only difference.
+
+    Chapter 5, *Quantization*.
+    """
+    import warnings
+
+    configs = {
+        "tensor": QuantConfig(8, "absmax", "tensor", scale_dtype="fp32"),
+        "channel": QuantConfig(8, "absmax", "channel", scale_dtype="fp32"),
+        "zero": QuantConfig(8, "zeropoint", "channel", scale_dtype="fp32"),
+        "group": QuantConfig(4, "zeropoint", "group", 64, scale_dtype="fp32"),
+    }
+    same = dict.fromkeys(configs, 0)
+    torch_order = 0
+    total = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch's quantized tensors are deprecated; still the reference
+        for module in model.modules():
+            if not isinstance(module, (nn.Linear, Conv1D)):
+                continue
+            w = weight_matrix(module).detach().float().contiguous()
+            total += w.numel()
+            c = quant.quantize(w, configs["tensor"]).unpack()
+            ref = torch.quantize_per_tensor(w, float(c.scale), 0, torch.qint8).int_repr()
+            same["tensor"] += int((c.codes.reshape(w.shape).int() - 128 == ref.int()).sum())
+            c = quant.quantize(w, configs["channel"]).unpack()
+            zeros = torch.zeros(w.shape[0], dtype=torch.long)
+            ref = torch.quantize_per_channel(w, c.scale[:, 0].double(), zeros, 0, torch.qint8).int_repr()
+            same["channel"] += int((c.codes.reshape(w.shape).int() - 128 == ref.int()).sum())
+            c = quant.quantize(w, configs["zero"]).unpack()
+            scale, zero = c.scale[:, 0], c.zero[:, 0].float()
+            ref = torch.quantize_per_channel(w, scale.double(), zero.long(), 0, torch.quint8).int_repr()
+            same["zero"] += int((c.codes.reshape(w.shape) == ref).sum())
+            reordered = torch.clamp(torch.round(zero[:, None] + w * (1.0 / scale)[:, None]), 0, 255)
+            torch_order += int((reordered.to(torch.uint8) == ref).sum())
+            cfg = configs["group"]
+            c = quant.quantize(w, cfg).unpack()
+            ours = quant.quantize_dequantize(w, cfg).reshape(-1, cfg.group_size)
+            ref = torch.fake_quantize_per_channel_affine(w.reshape(-1, cfg.group_size), c.scale.flatten(),
+                                                         c.zero.flatten().int(), 0, 0, 15)
+            same["group"] += int((ours == ref).sum())
+
+    def share(n: int) -> str:
+        return f"{n:,} of {total:,}"
+
+    return Table(["our quantizer", "torch reference", "identical", "in torch's order of operations"], [
+        ["INT8 absmax per tensor", "torch.quantize_per_tensor", share(same["tensor"]), "-"],
+        ["INT8 absmax per channel", "torch.quantize_per_channel", share(same["channel"]), "-"],
+        ["INT8 zero-point per channel", "torch.quantize_per_channel", share(same["zero"]), share(torch_order)],
+        ["INT4 zero-point g64 (decoded)", "torch.fake_quantize_per_channel_affine", share(same["group"]), "-"],
+    ])

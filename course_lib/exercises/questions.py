@@ -1,0 +1,44 @@
+"""Numeric questions: a learner's number checked within a tolerance against one the library computes."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+__all__ = ["Question"]
+
+
+@dataclass
+class Question:
+    """A question whose answer is a number, checked within a relative tolerance, with a hint.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+
+    question: str
+    solution: Callable[[], float]
+    unit: str = ""
+    rel_tol: float = 0.02
+    hint: str = ""
+
+    def feedback(self, answer: float | None) -> tuple[bool, str]:
+        """Whether ``answer`` is right, and the feedback to show (None means not answered yet)."""
+        if answer is None:
+            return False, f"Not answered yet. {self.question}"
+        try:
+            value = float(answer)
+        except (TypeError, ValueError):
+            return False, f"Your answer {answer!r} is not a number; give a number in {self.unit or 'the asked unit'}."
+        expected = self.solution()
+        unit = f" {self.unit}" if self.unit else ""
+        if math.isclose(value, expected, rel_tol=self.rel_tol):
+            return True, f"Correct: {value:,.6g}{unit}."
+        direction = "high" if value > expected else "low"
+        return False, f"Not quite: {value:,.6g}{unit} is too {direction}. Hint: {self.hint}"
+
+    def check(self, answer: float | None) -> None:
+        """Print the feedback on a learner's answer."""
+        print(self.feedback(answer)[1])
+
+    __call__ = check

@@ -1,0 +1,327 @@
+"""The roofline model: how fast an operation can run, given its arithmetic intensity and the machine.
+
+Chapter 10, *Hardware for LLM training*, teaches it (Williams, Waterman and Patterson, 2009). An
+operation does ``flops`` floating-point operations and moves ``bytes`` to and from memory; its
+*arithmetic intensity* is ``flops / bytes``. A machine that computes at most ``peak`` FLOP/s and
+moves at most ``bandwidth`` bytes/s runs it no faster than ``min(peak, bandwidth * intensity)``
+FLOP/s. Below the *ridge point* ``peak / bandwidth`` an operation is memory-bound (faster memory
+helps, more FLOP/s do not); above it, compute-bound.
+
+The byte counts here are the minimum traffic: every input read once and every output written
+once, as a kernel that keeps its tiles in cache achieves. :data:`DATASHEETS` holds the vendors'
+published figures of three data-centre GPUs, each cited by bibliography key; NVIDIA lists its
+tensor-core figures *with 2:4 sparsity* and notes that dense figures are half of them, so both
+are kept apart here and the dense ones are what training and decoding use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from course_lib.base import dtypes
+from course_lib.base.checks import choice, positive
+from course_lib.base.tables import Table
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = [
+    "Accelerator", "DATASHEETS", "DTYPES", "Operation", "Roof", "attainable", "block_operations",
+    "bytes_per_element", "check_utilisation", "matmul_operation", "operations_table", "plot_roofline", "ridge_point",
+    "roof_of", "time_to_train", "training_flops",
+]  # fmt: skip
+
+#: The dtypes the roofline knows: those of the datasheets. TF32 is a tensor-core mode whose
+#: numbers are stored as FP32, so it moves FP32's bytes.
+DTYPES: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+
+
+def bytes_per_element(dtype: str) -> float:
+    """Bytes that one element of ``dtype`` occupies in memory (fp32 and tf32 4, bf16/fp16 2, fp8/int8 1).
+
+    Chapter 10, *Hardware for LLM training*.
+    """
+    dtype = choice(dtype, DTYPES, "dtype")
+    return dtypes.BYTES[dtype]
+
+
+@dataclass(frozen=True)
+class Roof:
+    """A machine as the roofline sees it: peak FLOP/s in one dtype and memory bandwidth in bytes/s.
+
+    Chapter 10, *Hardware for LLM training*.
+    """
+
+    name: str
+    peak: float
+    bandwidth: float
+
+    def __post_init__(self) -> None:
+        positive(self.peak, f"{self.name}: peak (FLOP/s)")
+        positive(self.bandwidth, f"{self.name}: bandwidth (bytes/s)")
+
+    @property
+    def ridge(self) -> float:
+        """The arithmetic intensity (FLOP/byte) where the machine turns from memory- to compute-bound."""
+        return ridge_point(self.peak, self.bandwidth)
+
+
+@dataclass(frozen=True)
+class Accelerator:
+    """A GPU's published figures: dense and 2:4-sparse peaks per dtype, memory, links, source.
+
+    ``dense`` and ``sparse`` map a dtype to FLOP/s (integer operations per second for int8);
+    ``bandwidth`` and ``memory`` are in bytes/s and bytes; ``host_link`` and ``gpu_link`` name
+    entries of chapter 8's :data:`course_lib.parallel.cost_model.LINKS` (``gpu_link`` empty: no
+    GPU-to-GPU link, peers talk over PCIe). ``source`` is the bibliography key.
+
+    Chapter 10, *Hardware for LLM training*.
+    """
+
+    name: str
+    dense: Mapping[str, float]
+    sparse: Mapping[str, float]
+    bandwidth: float
+    memory: float
+    host_link: str
+    gpu_link: str
+    source: str
+    note: str = ""
+
+    def roof(self, dtype: str = "bf16") -> Roof:
+        """This GPU's roof for the dense peak of ``dtype``."""
+        dtype = choice(dtype, DTYPES, "dtype")
+        if dtype not in self.dense:
+            raise ValueError(f"{self.name} has no published {dtype} figure; "
+                             f"choose one of {', '.join(self.dense)}")
+        return Roof(f"{self.name} {dtype}", self.dense[dtype], self.bandwidth)
+
+
+_T, _G = 1e12, 1e9
+#: Published figures of three data-centre GPUs (vendors' datasheets, cited by key).
+DATASHEETS: dict[str, Accelerator] = {a.name: a for a in (
+    Accelerator(
+        "A100 SXM 80GB",
+        dense={"fp32": 19.5 * _T, "tf32": 156 * _T, "bf16": 312 * _T, "fp16": 312 * _T,
+               "int8": 624 * _T},
+        sparse={"tf32": 312 * _T, "bf16": 624 * _T, "fp16": 624 * _T, "int8": 1248 * _T},
+        bandwidth=2039 * _G, memory=80e9, host_link="PCIe 4.0 x16", gpu_link="NVLink 3 (A100)",
+        source="nvidia_a100",
+        note="The datasheet gives dense tensor-core figures and, with an asterisk, the sparse ones."),
+    Accelerator(
+        "H100 SXM",
+        dense={"fp32": 67 * _T, "tf32": 494.5 * _T, "bf16": 989.5 * _T, "fp16": 989.5 * _T,
+               "fp8": 1979 * _T, "int8": 1979 * _T},
+        sparse={"tf32": 989 * _T, "bf16": 1979 * _T, "fp16": 1979 * _T, "fp8": 3958 * _T,
+                "int8": 3958 * _T},
+        bandwidth=3350 * _G, memory=80e9, host_link="PCIe 5.0 x16", gpu_link="NVLink 4 (H100)",
+        source="nvidia_h100",
+        note="The datasheet lists tensor-core figures with sparsity only and says the dense ones "
+             "are half as large: the dense figures here are those halves."),
+    Accelerator(
+        "L40S",
+        dense={"fp32": 91.6 * _T, "tf32": 183 * _T, "bf16": 362.05 * _T, "fp16": 362.05 * _T,
+               "fp8": 733 * _T, "int8": 733 * _T},
+        sparse={"tf32": 366 * _T, "bf16": 733 * _T, "fp16": 733 * _T, "fp8": 1466 * _T,
+                "int8": 1466 * _T},
+        bandwidth=864 * _G, memory=48e9, host_link="PCIe 4.0 x16", gpu_link="",
+        source="nvidia_l40s",
+        note="GDDR6 instead of HBM and no NVLink: GPUs of one machine talk over PCIe 4.0."),
+)}  # fmt: skip
+
+
+def roof_of(name: str, dtype: str = "bf16") -> Roof:
+    """The roof of a GPU of :data:`DATASHEETS` at the dense peak of ``dtype``.
+
+    Chapter 10, *Hardware for LLM training*.
+    """
+    if name not in DATASHEETS:
+        raise ValueError(f"unknown GPU {name!r}; choose one of {', '.join(DATASHEETS)}")
+    return DATASHEETS[name].roof(dtype)
+
+
+def ridge_point(peak: float, bandwidth: float) -> float:
+    """The ridge point ``peak / bandwidth`` in FLOP per byte.
+
+    Chapter 10, *Hardware for LLM training*.
+    """
+    return positive(peak, "peak (FLOP/s)") / positive(bandwidth, "bandwidth (bytes/s)")
+
+
+def attainable(intensity: float, roof: Roof) -> float:
+    """The fastest an operation of ``intensity`` FLOP/byte can run: ``min(peak, bandwidth * intensity)``.
+
+    Chapter 10, *Hardware for LLM training*.
+    """
+    return min(roof.peak, roof.bandwidth * positive(intensity, "intensity (FLOP/byte)"))
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One operation's floating-point operations and the bytes it must move at least.
+
+    Chapter 10, *Hardware for LLM training*.
+    """
+
+    name: str
+    flops: float
+    bytes: float
+
+    @property
+    def intensity(self) -> float:
+        """Arithmetic intensity, FLOP per byte."""
+        return self.flops / self.bytes
+
+    def bound(self, roof: Roof) -> str:
+        """'memory' if the operation sits left of the roof's ridge point, else 'compute'."""
+        return "memory" if self.intensity < roof.ridge else "compute"
+
+    def seconds(self, roof: Roof) -> float:
+        """The least time on ``roof``: ``max(flops / peak, bytes / bandwidth)``."""
+        return max(self.flops / roof.peak, self.bytes / roof.bandwidth)
+
+
+def matmul_operation(m: int, k: int, n: int, dtype: str = "bf16", name: str = "",
+                     batch: int = 1) -> Operation:
+    """``batch`` products of an (m x k) by a (k x n) matrix: ``2 m k n`` FLOPs, ``m k + k n + m n`` elements.
+
+    Chapter 10, *Hardware for LLM training*.
+    """
+    for value, what in ((m, "m"), (k, "k"), (n, "n"), (batch, "batch")):
+        positive(value, what, integer=True)
+    e = bytes_per_element(dtype)
+    return Operation(name or f"({m} x {k}) @ ({k} x {n})", 2.0 * batch * m * k * n,
+                     float(batch * (m * k + k * n + m * n) * e))
+
+
+def _elementwise(name: str, elements: int, flops_per_element: float, e: int) -> Operation:
+    # Read every element once and write it once.
+    return Operation(name, flops_per_element * elements, 2.0 * elements * e)
+
+
+def block_operations(hidden: int = 768, heads: int = 12, seq: int = 1024, batch: int = 1,
+                     mode: str = "decode", dtype: str = "bf16") -> list[Operation]:
+    """The operations of one GPT-2 block, with their FLOPs and least bytes, in one of two modes.
+
+    ``mode="decode"``: each of ``batch`` sequences adds one token and attends to ``seq`` cached
+    keys and values (generation with a KV cache). ``mode="train"``: ``batch`` whole sequences of
+    ``seq`` tokens go through the block (the forward pass of training, and of a prompt). Layer
+    norm and softmax are counted as about 5 FLOPs per element (a rough count: mean, variance,
+    scale; or max, subtract, exp, sum, divide), the rest exactly.
+
+    Chapter 10, *Hardware for LLM training*.
+    """
+    for value, what in ((hidden, "hidden"), (heads, "heads"), (seq, "seq"), (batch, "batch")):
+        positive(value, what, integer=True)
+    if hidden % heads:
+        raise ValueError(f"hidden ({hidden}) must be a multiple of heads ({heads})")
+    mode = choice(mode, ("decode", "train"), "mode")
+    e, dh = bytes_per_element(dtype), hidden // heads
+    tokens, queries = (batch, 1) if mode == "decode" else (batch * seq, seq)
+    bh = batch * heads
+    return [
+        _elementwise("layer norm", tokens * hidden, 5, e),
+        matmul_operation(tokens, hidden, 3 * hidden, dtype, "QKV projection"),
+        matmul_operation(queries, dh, seq, dtype, "attention scores Q K^T", bh),
+        _elementwise("softmax", bh * queries * seq, 5, e),
+        matmul_operation(queries, seq, dh, dtype, "attention x V", bh),
+        matmul_operation(tokens, hidden, hidden, dtype, "output projection"),
+        matmul_operation(tokens, hidden, 4 * hidden, dtype, "MLP up"),
+        matmul_operation(tokens, 4 * hidden, hidden, dtype, "MLP down"),
+    ]
+
+
+def operations_table(operations: Sequence[Operation], roofs: Sequence[Roof]) -> Table:
+    """Per operation: GFLOPs, MB moved, intensity, and on each roof whether it is memory- or compute-bound.
+
+    Chapter 10, *Hardware for LLM training*.
+    """
+    if not operations or not roofs:
+        raise ValueError("operations_table() needs at least one operation and one roof")
+    rows = [[op.name, f"{op.flops / 1e9:,.3f}", f"{op.bytes / 1e6:,.2f}", f"{op.intensity:,.1f}",
+             *[op.bound(r) for r in roofs]] for op in operations]  # fmt: skip
+    return Table(["operation", "GFLOP", "MB moved (least)", "FLOP/byte",
+                  *[f"{r.name}: ridge {r.ridge:,.0f}" for r in roofs]], rows,
+                 title="arithmetic intensity against each machine's ridge point (FLOP/byte)")
+
+
+def training_flops(n_params: float, tokens: float) -> float:
+    """Training compute ``C = 6 N D``: 2 FLOPs per parameter per token forward, 4 backward.
+
+    Chapter 10, *Hardware for LLM training*.
+    """
+    return 6.0 * positive(n_params, "n_params") * positive(tokens, "tokens")
+
+
+def check_utilisation(utilisation: float) -> float:
+    """``utilisation`` if it is a share of the peak in (0, 1], else a ValueError that says so.
+
+    Chapter 10, *Hardware for LLM training*.
+    """
+    if isinstance(utilisation, bool) or not isinstance(utilisation, (int, float)) \
+            or not 0 < utilisation <= 1:
+        raise ValueError(f"utilisation must be a share in (0, 1] of the peak FLOP/s that training "
+                         f"sustains, e.g. 0.4, got {utilisation!r}")
+    return float(utilisation)
+
+
+def time_to_train(n_params: float, tokens: float, flops_per_second: float,
+                  utilisation: float = 0.4, devices: int = 1) -> float:
+    """Seconds to train on ``devices`` devices of ``flops_per_second`` each, used at ``utilisation``.
+
+    ``utilisation`` is the model-FLOPs utilisation (MFU): the share of the peak that training
+    reaches; 0.3-0.5 is typical of large, well-tuned runs on GPUs.
+
+    Chapter 10, *Hardware for LLM training*.
+    """
+    utilisation = check_utilisation(utilisation)
+    devices = positive(devices, "devices", integer=True)
+    return training_flops(n_params, tokens) / (positive(flops_per_second, "flops_per_second")
+                                                * utilisation * devices)
+
+
+def plot_roofline(roofs: Sequence[Roof], operations: Sequence[Operation] = (),
+                  measured: Sequence[tuple[str, float, float]] = (), roof_for_ops: int = 0,
+                  title: str = "Roofline") -> Figure:
+    """Log-log roofline: each roof, the operations at their intensity, and measured points.
+
+    Operations are drawn on the roof at index ``roof_for_ops`` (at the speed that roof allows);
+    ``measured`` holds ``(label, intensity, FLOP/s)`` triples timed on this machine.
+
+    Chapter 10, *Hardware for LLM training*.
+    """
+    import matplotlib.pyplot as plt
+
+    from course_lib.base.plots import use_course_style
+
+    if not roofs:
+        raise ValueError("plot_roofline() needs at least one roof")
+    use_course_style()
+    fig, ax = plt.subplots(figsize=(8, 5))
+    intensities = [op.intensity for op in operations] + [m[1] for m in measured]
+    ridges = [r.ridge for r in roofs]
+    lo = min([0.1, *intensities]) / 2
+    hi = max([*ridges, *intensities]) * 8
+    xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    for roof in roofs:
+        ax.plot(xs, [attainable(x, roof) for x in xs], label=f"{roof.name}: ridge {roof.ridge:,.0f}")
+    if operations:
+        roof = roofs[roof_for_ops]
+        for i, op in enumerate(operations):
+            ax.scatter(op.intensity, attainable(op.intensity, roof), marker="o", zorder=3,
+                       color=f"C{(i + len(roofs)) % 10}", label=f"{op.name} ({op.intensity:,.1f})")
+    for label, intensity, flops in measured:
+        ax.scatter(intensity, flops, marker="x", s=60, zorder=4, color="black")
+        ax.annotate(label, (intensity, flops), textcoords="offset points", xytext=(4, -12),
+                    fontsize=8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
+    ax.set_ylabel("attainable FLOP/s")
+    ax.set_title(title)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(True, which="major", alpha=0.3)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,644 @@
+"""How much memory training a transformer takes: estimates, ZeRO/FSDP sharding, and measurements.
+
+Chapter 2 (*The memory wall*) teaches it. The estimate follows the published accounting:
+
+* model states with Adam: 16 bytes per parameter, both in pure FP32 (4 weights + 4 gradients
+  + 8 optimizer) and in mixed precision (2 half weights + 2 half gradients + 12 for FP32 master
+  weights, momentum and variance) -- ZeRO paper, Rajbhandari et al. 2019, arXiv 1910.02054;
+* ZeRO stage 1 shards the optimizer states (with the master weights), stage 2 also the gradients,
+  stage 3 also the weights; FSDP's full sharding is stage 3;
+* activations per transformer layer: ``s*b*h*(34 + 5*a*s/h)`` bytes for 16-bit activations with
+  dropout, no recomputation -- Korthikanti et al. 2022, arXiv 2205.05198, generalised here to any
+  element size (see :func:`activation_bytes_per_layer`).
+
+Every figure is in bytes; :func:`gb` turns bytes into decimal gigabytes (10**9 bytes), the unit
+the lecture notes use ("4 GB for 1B parameters").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Iterable
+
+import torch
+
+from course_lib.base import dtypes
+from course_lib.base.checks import choice as _choice
+from course_lib.base.checks import positive as _positive
+from course_lib.numbers import i18n
+
+GB = 10**9
+GIB = 2**30
+
+#: Bytes one stored value takes, per data type name the estimator accepts (from the one dtype table).
+BYTES_PER_DTYPE: dict[str, float] = {name: dtypes.BYTES[name] for name in ("fp32", "fp16", "bf16", "fp8", "int8", "int4")}
+
+@dataclass(frozen=True)
+class Precision:
+    """How a training regime stores weights, gradients, master weights and optimizer states.
+
+    Chapter 2, *The memory wall*.
+    """
+
+    name: str
+    weight_bytes: float
+    grad_bytes: float
+    master_bytes: float
+    state_bytes: float
+    activation_bytes: float
+    description: str
+
+
+#: Training precisions the estimator knows.
+PRECISIONS: dict[str, Precision] = {
+    "fp32": Precision("fp32", 4, 4, 0, 4, 4, "everything in FP32"),
+    "bf16-mixed": Precision(
+        "bf16-mixed", 2, 2, 4, 4, 2, "BF16 weights, gradients and activations; FP32 master weights and optimizer states"
+    ),
+    "fp16-mixed": Precision(
+        "fp16-mixed", 2, 2, 4, 4, 2, "FP16 weights, gradients and activations; FP32 master weights and optimizer states"
+    ),
+    "bf16": Precision("bf16", 2, 2, 0, 2, 2, "pure BF16: weights, gradients and optimizer states all in BF16"),
+}
+
+
+@dataclass(frozen=True)
+class Optimizer:
+    """An optimizer by the number of per-parameter states it keeps and their storage size.
+
+    Chapter 2, *The memory wall*.
+    """
+
+    name: str
+    n_states: int
+    bytes_per_state: float | None  # None: the precision's state size
+    description: str
+
+
+#: Optimizers the estimator knows.
+OPTIMIZERS: dict[str, Optimizer] = {
+    "adam": Optimizer("adam", 2, None, "Adam/AdamW: momentum and variance"),
+    "adam-8bit": Optimizer("adam-8bit", 2, 1, "8-bit Adam (bitsandbytes): two states of 1 byte (block scales ignored)"),
+    "sgd-momentum": Optimizer("sgd-momentum", 1, None, "SGD with momentum: one state"),
+    "sgd": Optimizer("sgd", 0, None, "plain SGD: no state"),
+}
+
+ZERO_STAGES = (0, 1, 2, 3)
+
+#: The lecture notes' rule of thumb: 4 bytes of FP32 weights plus "about 20 extra bytes per parameter".
+RULE_OF_THUMB_BYTES_PER_PARAM = 24
+
+
+@dataclass(frozen=True)
+class GPU:
+    """A GPU by its name and memory capacity in bytes.
+
+    Chapter 2, *The memory wall*.
+    """
+
+    name: str
+    capacity: int
+
+
+#: GPUs the verdicts compare against (capacity as the vendor sells it, in GiB).
+GPUS: tuple[GPU, ...] = (
+    GPU("16 GiB (T4, V100-16GB)", 16 * GIB),
+    GPU("24 GiB (RTX 4090, A10)", 24 * GIB),
+    GPU("80 GiB (A100-80GB, H100)", 80 * GIB),
+)
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    """The shape of a GPT-like decoder: layers, hidden size, attention heads, vocabulary, positions.
+
+    Chapter 2, *The memory wall*.
+    """
+
+    n_layers: int
+    hidden: int
+    n_heads: int
+    vocab: int = 50257
+    positions: int = 2048
+
+    @property
+    def n_params(self) -> int:
+        """Parameter count of a GPT-2-style model with tied embeddings (HF Ultra-Scale Playbook)."""
+        h, L = self.hidden, self.n_layers
+        return self.vocab * h + self.positions * h + L * (12 * h * h + 13 * h) + 2 * h
+
+
+#: Named model shapes (GPT-2 small from its config, LLaMA-7B's shape, GPT-3 175B from Brown et al. 2020).
+MODEL_PRESETS: dict[str, ModelShape] = {
+    "gpt2-124M": ModelShape(12, 768, 12, 50257, 1024),
+    "gpt3-1.3B": ModelShape(24, 2048, 16, 50257, 2048),
+    "llama-7B-shape": ModelShape(32, 4096, 32, 32000, 0),
+    "gpt3-175B": ModelShape(96, 12288, 96, 50257, 2048),
+}
+
+# (parameters, layers, hidden) of the GPT-3 family, Brown et al. 2020, Table 2.1: the depth a
+# model of a given size typically has, used to give a bare parameter count a plausible shape.
+_GPT3_FAMILY = (
+    (125e6, 12, 768),
+    (350e6, 24, 1024),
+    (760e6, 24, 1536),
+    (1.3e9, 24, 2048),
+    (2.7e9, 32, 2560),
+    (6.7e9, 32, 4096),
+    (13e9, 40, 5140),
+    (175e9, 96, 12288),
+)
+
+
+def gb(n_bytes: float) -> float:
+    """Bytes expressed in decimal gigabytes (10**9 bytes), the unit of the lecture notes.
+
+    Chapter 2, *The memory wall*.
+    """
+    return n_bytes / GB
+
+
+def bytes_per_param(dtype: str) -> float:
+    """Bytes one parameter takes when stored in ``dtype`` (fp32, fp16, bf16, fp8, int8, int4).
+
+    Chapter 2, *The memory wall*.
+    """
+    return BYTES_PER_DTYPE[_choice(dtype, BYTES_PER_DTYPE, "dtype")]
+
+
+def weight_memory(n_params: float, dtype: str = "fp32") -> float:
+    """Bytes the weights of an ``n_params`` model take in ``dtype``: parameters times bytes each.
+
+    Chapter 2, *The memory wall*.
+    """
+    return _positive(n_params, "number of parameters") * bytes_per_param(dtype)
+
+
+def shape_for_params(n_params: float, vocab: int = 50257) -> ModelShape:
+    """A plausible GPT-like shape for a bare parameter count: GPT-3's depth, hidden size solved for.
+
+    Chapter 2, *The memory wall*.
+    """
+    n = _positive(n_params, "number of parameters")
+    _, layers, _ = min(_GPT3_FAMILY, key=lambda row: abs(math.log(row[0] / n)))
+    # Solve 12*L*h^2 + (vocab + positions)*h ~= n for h, then round to a multiple of 64.
+    positions = 2048
+    a, b = 12 * layers, vocab + positions
+    h = (-b + math.sqrt(b * b + 4 * a * n)) / (2 * a)
+    head_dim = 64 if h < 1536 else 128  # GPT-3's small models use 64-wide heads, the large ones 128
+    hidden = max(head_dim, int(round(h / head_dim)) * head_dim)
+    return ModelShape(layers, hidden, hidden // head_dim, vocab, positions)
+
+
+def activation_bytes_per_layer(
+    seq_len: int,
+    batch: int,
+    hidden: int,
+    n_heads: int,
+    bytes_per_element: float = 2,
+    mask_bytes: float = 1,
+    dropout: bool = True,
+) -> float:
+    """Bytes one transformer layer saves for backward, after Korthikanti et al. 2022 (arXiv 2205.05198).
+
+    The paper counts, per layer, ``34*s*b*h + 5*a*s^2*b`` bytes for 16-bit activations: of the
+    ``sbh`` terms, 32 are 2-byte tensors (16 tensors of size sbh) and 2 are 1-byte dropout masks;
+    of the ``as^2b`` terms, 4 are two 2-byte tensors (softmax output and its dropout) and 1 is the
+    1-byte attention-dropout mask. With element size ``e`` and mask element size ``d`` this is
+    ``s*b*h*(16e + 2d) + a*s^2*b*(2e + d)``: the paper's figure for e=2, d=1. ``d`` is 1 for the
+    boolean masks CUDA keeps and ``e`` on a CPU (where dropout keeps a mask of the input's dtype).
+    Without dropout there are no masks, and the attention probabilities are kept once, not twice:
+    ``16*e*s*b*h + e*a*s^2*b``.
+
+    Chapter 2, *The memory wall*.
+    """
+    s = _positive(seq_len, "sequence length")
+    b = _positive(batch, "batch size")
+    h = _positive(hidden, "hidden size")
+    a = _positive(n_heads, "number of heads")
+    e = _positive(bytes_per_element, "bytes per element")
+    if not dropout:
+        return s * b * h * 16 * e + a * s * s * b * e
+    d = _positive(mask_bytes, "bytes per dropout-mask element")
+    return s * b * h * (16 * e + 2 * d) + a * s * s * b * (2 * e + d)
+
+
+def activation_bytes(
+    shape: ModelShape,
+    seq_len: int,
+    batch: int,
+    bytes_per_element: float = 2,
+    mask_bytes: float = 1,
+    dropout: bool = True,
+) -> float:
+    """Bytes a whole GPT-like model saves for backward: every layer, plus embedding, final norm and loss.
+
+    Beyond the layers: the embedding's dropout mask (``s*b*h*d``), the final layer norm's input and
+    output (``2*s*b*h*e``) and the loss's FP32 log-probabilities (``b*s*vocab*4``) -- for a small
+    model with a large vocabulary that last term rivals the layers.
+
+    Chapter 2, *The memory wall*.
+    """
+    per_layer = activation_bytes_per_layer(
+        seq_len, batch, shape.hidden, shape.n_heads, bytes_per_element, mask_bytes, dropout
+    )
+    sbh = seq_len * batch * shape.hidden
+    embedding_mask = sbh * mask_bytes if dropout else 0
+    return shape.n_layers * per_layer + embedding_mask + 2 * sbh * bytes_per_element + batch * seq_len * shape.vocab * 4
+
+
+@dataclass
+class Breakdown:
+    """Per-GPU training memory, in bytes, by component.
+
+    Chapter 2, *The memory wall*.
+    """
+
+    weights: float
+    gradients: float
+    master_weights: float
+    optimizer_states: float
+    activations: float
+    temporaries: float
+    n_params: float
+    precision: str
+    optimizer: str
+    gpus: int
+    zero_stage: int
+    notes: list[str] = field(default_factory=list)
+
+    COMPONENTS = ("weights", "gradients", "master_weights", "optimizer_states", "activations", "temporaries")
+
+    @property
+    def model_states(self) -> float:
+        """Weights, gradients, master weights and optimizer states: what ZeRO shards."""
+        return self.weights + self.gradients + self.master_weights + self.optimizer_states
+
+    @property
+    def total(self) -> float:
+        """Everything on one GPU."""
+        return self.model_states + self.activations + self.temporaries
+
+    def components(self) -> dict[str, float]:
+        """The components by name, in bytes."""
+        return {name: getattr(self, name) for name in self.COMPONENTS}
+
+    def bytes_per_param(self) -> dict[str, float]:
+        """The components divided by the parameter count."""
+        return {name: value / self.n_params for name, value in self.components().items()}
+
+    def fits(self, gpu: GPU) -> bool:
+        """Whether the total fits in the GPU's memory."""
+        return self.total <= gpu.capacity
+
+    def verdicts(self) -> list[tuple[GPU, bool, float]]:
+        """For each known GPU: does it fit, and what fraction of the GPU's memory it uses."""
+        return [(g, self.fits(g), self.total / g.capacity) for g in GPUS]
+
+    def as_dict(self) -> dict:
+        """Plain-data form, for tables and JSON."""
+        out = asdict(self)
+        out["model_states"] = self.model_states
+        out["total"] = self.total
+        return out
+
+
+def check_job(batch: int, seq_len: int, gpus: int, zero_stage: int, language: str = "en") -> None:
+    """A ValueError in ``language`` unless batch and sequence length are positive, gpus >= 1 and zero_stage 0-3.
+
+    :func:`training_memory` checks its job with it, the memory calculator too, in its own language.
+
+    Chapter 2, *The memory wall*.
+    """
+    for value, what in ((batch, "calc_what_batch"), (seq_len, "calc_what_seq_len")):
+        try:
+            _positive(value, what)
+        except ValueError:
+            shown = i18n.localise_number(repr(value), language)
+            what = i18n.text(what, language)
+            raise ValueError(i18n.text("calc_err_positive", language, what=what, value=shown)) from None
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+        raise ValueError(i18n.text("calc_err_gpus", language, value=repr(gpus)))
+    if zero_stage not in ZERO_STAGES or isinstance(zero_stage, bool):
+        stages = ", ".join(map(str, ZERO_STAGES))
+        raise ValueError(i18n.text("calc_err_zero", language, stages=stages, value=repr(zero_stage)))
+
+
+def training_memory(
+    n_params: float,
+    precision: str = "fp32",
+    optimizer: str = "adam",
+    batch: int = 1,
+    seq_len: int = 2048,
+    gpus: int = 1,
+    zero_stage: int = 0,
+    shape: ModelShape | None = None,
+    activation_checkpointing: bool = False,
+) -> Breakdown:
+    """Estimate the training memory on each GPU of a data-parallel job, component by component.
+
+    Model states follow the ZeRO paper: with ``N`` GPUs, stage 1 divides optimizer states and
+    master weights by ``N``, stage 2 also gradients, stage 3 also weights (FSDP full sharding).
+    Activations are per GPU (each GPU holds its own micro-batch of ``batch`` sequences) and are not
+    sharded. Temporaries: under stage 3 the gathered weights of the largest layer, twice (one in
+    use, one prefetched); with more than one GPU, two 25 MB gradient buckets for all-reduce.
+
+    Chapter 2, *The memory wall*.
+    """
+    n = _positive(n_params, "number of parameters")
+    prec = PRECISIONS[_choice(precision, PRECISIONS, "precision")]
+    opt = OPTIMIZERS[_choice(optimizer, OPTIMIZERS, "optimizer")]
+    check_job(batch, seq_len, gpus, zero_stage)
+
+    shape = shape or shape_for_params(n)
+    state_bytes = opt.bytes_per_state if opt.bytes_per_state is not None else prec.state_bytes
+    weights = n * prec.weight_bytes
+    grads = n * prec.grad_bytes
+    master = n * prec.master_bytes
+    states = n * opt.n_states * state_bytes
+    if zero_stage >= 1:
+        master /= gpus
+        states /= gpus
+    if zero_stage >= 2:
+        grads /= gpus
+    if zero_stage >= 3:
+        weights /= gpus
+
+    if activation_checkpointing:
+        # Full recomputation keeps only each layer's input (2*s*b*h bytes at 16 bit) plus one layer's worth.
+        per_layer_in = seq_len * batch * shape.hidden * prec.activation_bytes
+        one_layer = activation_bytes_per_layer(seq_len, batch, shape.hidden, shape.n_heads, prec.activation_bytes)
+        acts = shape.n_layers * per_layer_in + one_layer + batch * seq_len * shape.vocab * 4
+    else:
+        acts = activation_bytes(shape, seq_len, batch, prec.activation_bytes)
+
+    temporaries = 0.0
+    notes = []
+    if zero_stage == 3 and gpus > 1:
+        largest_layer = (12 * shape.hidden**2 + 13 * shape.hidden) * prec.weight_bytes
+        temporaries += 2 * largest_layer
+        notes.append(i18n.text("calc_note_stage3"))
+    if gpus > 1:
+        temporaries += 2 * 25e6
+        notes.append(i18n.text("calc_note_buckets"))
+    if opt.name == "adam-8bit":
+        notes.append(i18n.text("calc_note_adam8bit"))
+    return Breakdown(
+        weights, grads, master, states, acts, temporaries, n, prec.name, opt.name, gpus, zero_stage, notes
+    )
+
+
+def rule_of_thumb(n_params: float) -> float:
+    """The lecture notes' estimate: 4 bytes of weights + 20 extra bytes = 24 bytes per parameter.
+
+    Chapter 2, *The memory wall*.
+    """
+    return _positive(n_params, "number of parameters") * RULE_OF_THUMB_BYTES_PER_PARAM
+
+
+def min_gpus_to_fit(breakdown_fn: Callable[[int], Breakdown], gpu: GPU, max_gpus: int = 4096) -> int | None:
+    """The smallest power-of-two GPU count whose per-GPU estimate fits ``gpu``, or None up to ``max_gpus``.
+
+    Chapter 2, *The memory wall*.
+    """
+    n = 1
+    while n <= max_gpus:
+        if breakdown_fn(n).total <= gpu.capacity:
+            return n
+        n *= 2
+    return None
+
+
+def gpus_to_train(
+    n_params: float,
+    gpu: GPU,
+    precision: str = "bf16-mixed",
+    optimizer: str = "adam",
+    batch: int = 1,
+    seq_len: int = 2048,
+    activation_checkpointing: bool = False,
+) -> int | None:
+    """The fewest GPUs (a power of two) that can train a model with ZeRO stage 3 / FSDP full sharding, or None.
+
+    Chapter 2, *The memory wall*.
+    """
+    return min_gpus_to_fit(
+        lambda g: training_memory(
+            n_params, precision, optimizer, batch=batch, seq_len=seq_len, gpus=g,
+            zero_stage=3 if g > 1 else 0, activation_checkpointing=activation_checkpointing,
+        ),
+        gpu,
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Measurement on a real model
+# ----------------------------------------------------------------------------------------------
+
+
+def tensor_bytes(tensors: Iterable[torch.Tensor]) -> int:
+    """Bytes of the distinct storages behind some tensors (a view is counted once, with its base).
+
+    A sharded ``DTensor`` (FSDP, chapter 9) counts the shard this process holds.
+
+    Chapter 2, *The memory wall*.
+    """
+    seen: dict[int, int] = {}
+    for t in tensors:
+        if t is None:
+            continue
+        if hasattr(t, "to_local"):  # a DTensor: only its local shard lives here
+            t = t.to_local()
+        storage = t.untyped_storage()
+        seen[storage.data_ptr()] = storage.nbytes()
+    return sum(seen.values())
+
+
+
+def model_state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, int]:
+    """Bytes this process holds of a model's parameters, gradients and optimizer states.
+
+    Sharded tensors count their local shard; a ``ZeroRedundancyOptimizer`` counts the states of
+    the local optimizer it wraps.
+
+    Chapter 2, *The memory wall*.
+    """
+    inner = getattr(optimizer, "optim", optimizer)
+    states = [t for s in inner.state.values() for t in s.values()
+              if isinstance(t, torch.Tensor) and t.dim() > 0]
+    params = list(model.parameters())
+    return {"parameters": tensor_bytes(params), "gradients": tensor_bytes(p.grad for p in params),
+            "optimizer states": tensor_bytes(states)}
+
+
+class SavedTensorMeter:
+    """Counts the bytes autograd saves for backward, using ``torch.autograd.graph.saved_tensors_hooks``.
+
+    Storages already owned by parameters (a weight saved by a matmul) are not activations and are
+    left out; each storage counts once however many times it is saved.
+
+    Chapter 2, *The memory wall*.
+    """
+
+    def __init__(self, exclude: Iterable[torch.Tensor] = ()) -> None:
+        self._exclude = {p.untyped_storage().data_ptr() for p in exclude}
+        self.storages: dict[int, int] = {}
+
+    def _pack(self, t: torch.Tensor) -> torch.Tensor:
+        storage = t.untyped_storage()
+        ptr = storage.data_ptr()
+        if ptr not in self._exclude:
+            self.storages[ptr] = storage.nbytes()
+        return t
+
+    @staticmethod
+    def _unpack(t: torch.Tensor) -> torch.Tensor:
+        return t
+
+    def __enter__(self) -> "SavedTensorMeter":
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
+        self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._hooks.__exit__(*exc)
+
+    @property
+    def total(self) -> int:
+        """Bytes of all distinct saved storages."""
+        return sum(self.storages.values())
+
+
+@dataclass
+class Measurement:
+    """Bytes measured on a real model after one full training step.
+
+    Chapter 2, *The memory wall*.
+    """
+
+    n_params: int
+    weights: int
+    gradients: int
+    optimizer_states: int
+    activations: int
+    cuda_peak: int | None = None
+
+
+def dropout_mask_bytes(device: torch.device | str, bytes_per_element: float) -> float:
+    """Bytes per element of the masks dropout saves: 1 (bool) on CUDA, the data's own size on a CPU.
+
+    Chapter 2, *The memory wall*.
+    """
+    return 1 if torch.device(device).type == "cuda" else bytes_per_element
+
+
+def measure_training_step(model: torch.nn.Module, batch: int, seq_len: int, seed: int = 0) -> Measurement:
+    """Run one Adam training step on random tokens and measure every kind of memory byte by byte.
+
+    Chapter 2, *The memory wall*.
+    """
+    _positive(batch, "batch size")
+    _positive(seq_len, "sequence length")
+    device = next(model.parameters()).device
+    params = list(model.parameters())
+    vocab = model.config.vocab_size
+    gen = torch.Generator().manual_seed(seed)
+    ids = torch.randint(0, vocab, (batch, seq_len), generator=gen).to(device)
+    model.train()
+    optimizer = torch.optim.Adam(params, lr=1e-4)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats(device)
+    with SavedTensorMeter(exclude=params) as meter:
+        loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()
+    optimizer.step()
+    cuda_peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
+    states = [t for s in optimizer.state.values() for t in s.values() if torch.is_tensor(t)]
+    n_params = sum(p.numel() for p in params)
+    result = Measurement(
+        n_params=n_params,
+        weights=tensor_bytes(params),
+        gradients=tensor_bytes(p.grad for p in params),
+        optimizer_states=tensor_bytes(states),
+        activations=meter.total,
+        cuda_peak=cuda_peak,
+    )
+    optimizer.zero_grad(set_to_none=True)
+    return result
+
+
+def comparison_rows(measured: Measurement, estimate: Breakdown, activation_estimates: dict[str, float]) -> list[list[str]]:
+    """Rows of measured against estimated bytes per component, with the difference, for a table.
+
+    Chapter 2, *The memory wall*.
+    """
+
+    def row(name: str, got: int, expected: float) -> list[str]:
+        return [name, f"{got:,}", f"{int(expected):,}", f"{got - int(expected):+,}"]
+
+    rows = [
+        row("weights", measured.weights, estimate.weights),
+        row("gradients", measured.gradients, estimate.gradients),
+        row("Adam states", measured.optimizer_states, estimate.optimizer_states),
+    ]
+    rows += [row(f"activations, {label}", measured.activations, value) for label, value in activation_estimates.items()]
+    return rows
+
+
+def shape_of(model: torch.nn.Module) -> ModelShape:
+    """The :class:`ModelShape` of a transformers GPT-2 model, read from its config.
+
+    Chapter 2, *The memory wall*.
+    """
+    c = model.config
+    return ModelShape(c.n_layer, c.n_embd, c.n_head, c.vocab_size, c.n_positions)
+
+
+_SUFFIXES = {"k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+
+
+def parse_count(text: str | float) -> float:
+    """Read a parameter count written as ``7e9``, ``7B``, ``125M``, ``1.3b`` or ``350_000_000``.
+
+    Chapter 2, *The memory wall*.
+    """
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return _positive(float(text), "number of parameters")
+    value = read_count(text)
+    if value is None:
+        raise ValueError(i18n.text("calc_err_count", text=repr(text)))
+    return _positive(value, "number of parameters")
+
+
+def read_count(text: str) -> float | None:
+    """The number a count's text stands for (not checked to be positive), or None if it is no number."""
+    raw = str(text).strip().lower().replace("_", "").replace(",", "")
+    scale = 1.0
+    if raw and raw[-1] in _SUFFIXES:
+        scale, raw = _SUFFIXES[raw[-1]], raw[:-1]
+    try:
+        return float(raw) * scale
+    except ValueError:
+        return None
+
+
+def breakdown_rows(b: Breakdown) -> list[list[str]]:
+    """The breakdown as table rows: component, GB per GPU, bytes per parameter, share of the total.
+
+    Chapter 2, *The memory wall*.
+    """
+    rows = []
+    for name, value in b.components().items():
+        rows.append([name.replace("_", " "), f"{gb(value):,.2f}", f"{value / b.n_params:.2f}", f"{value / b.total:.0%}"])
+    rows.append(["total", f"{gb(b.total):,.2f}", f"{b.total / b.n_params:.2f}", "100%"])
+    return rows
+
+
+def verdict_rows(b: Breakdown) -> list[list[str]]:
+    """For each GPU type: fits or not, and how much of its memory the estimate uses.
+
+    Chapter 2, *The memory wall*.
+    """
+    return [[g.name, "fits" if ok else "does not fit", f"{share:.0%}"] for g, ok, share in b.verdicts()]

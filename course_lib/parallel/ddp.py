@@ -1,0 +1,297 @@
+"""Data-parallel training of the course's GPT-2 with ``DistributedDataParallel``; also a script.
+
+Chapter 8 ("Data parallelism with DDP") trains the course model's architecture (freshly initialised,
+seeded) on N ranks. Every step draws the same seeded global batch as one process would
+(:func:`course_lib.text.training.training_batches`); ``DistributedSampler`` gives each rank its rows,
+and the course's one training loop (:func:`course_lib.text.training.train`) runs on the DDP-wrapped
+model. :func:`train_ddp` runs inside each rank (start it with
+:func:`course_lib.parallel.launch.launch`); :func:`train_single` is the one-process reference.
+The module is also the torchrun entry point, on GPUs (NCCL) or CPUs (gloo) alike::
+
+    torchrun --nproc-per-node=2 -m course_lib.parallel.ddp --steps 20 --check
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import hashlib
+import statistics
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data.distributed import DistributedSampler
+
+from course_lib.base import dtypes
+from course_lib.numbers import memory
+from course_lib.parallel import launch
+from course_lib.parallel.traffic import Traffic, counting_hook, ring_hook
+from course_lib.text import course_model, data, models, training
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+__all__ = ["add_run_arguments", "check_batch", "checksum", "flat_parameters", "local_batches",
+           "main", "recipe_for", "report_check", "shard", "timings", "train_ddp", "train_many",
+           "train_single"]
+
+HOOKS = {"counting": counting_hook, "ring": ring_hook}
+
+
+def check_batch(global_batch: int, world_size: int, accumulate: int = 1) -> None:
+    """Refuse a global batch that does not split evenly into ranks and micro-batches.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    parts = world_size * accumulate
+    if isinstance(global_batch, bool) or not isinstance(global_batch, int) or global_batch < 1:
+        raise ValueError(f"global_batch must be a whole number >= 1, got {global_batch!r}.")
+    if global_batch % parts:
+        raise ValueError(f"a global batch of {global_batch} rows does not divide across "
+                         f"{world_size} rank(s) x {accumulate} micro-batch(es); use a multiple of "
+                         f"{parts}, e.g. {parts}, {2 * parts}, {3 * parts}.")
+
+
+def shard(n_rows: int, world_size: int, rank: int) -> list[int]:
+    """The rows of a batch of ``n_rows`` that ``DistributedSampler`` gives ``rank`` (no shuffle).
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    check_batch(n_rows, world_size)
+    sampler = DistributedSampler(range(n_rows), num_replicas=world_size, rank=rank, shuffle=False)
+    return list(sampler)
+
+
+def recipe_for(steps: int, global_batch: int, seq_len: int, lr: float, seed: int,
+               device: str = "cpu") -> training.Recipe:
+    """The chapter's recipe: the global batch per step, a short warm-up, the given device.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    return training.Recipe(steps=steps, batch_size=global_batch, seq_len=seq_len, lr=lr,
+                           warmup_steps=min(5, steps), seed=seed, device=device)
+
+
+def local_batches(tokenizer: PreTrainedTokenizerBase, recipe: training.Recipe, world_size: int,
+                  rank: int, accumulate: int = 1) -> Iterator[dict[str, torch.Tensor]]:
+    """This rank's micro-batches: its ``shard`` of each global batch, cut into ``accumulate`` parts.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    check_batch(recipe.batch_size, world_size, accumulate)
+    rows = torch.tensor(shard(recipe.batch_size, world_size, rank))
+    for batch in training.training_batches("gpt2", tokenizer, recipe):
+        mine = {k: v[rows] for k, v in batch.items()}
+        for part in range(accumulate):
+            yield {k: v.chunk(accumulate)[part] for k, v in mine.items()}
+
+
+def flat_parameters(model: torch.nn.Module) -> torch.Tensor:
+    """All parameters of ``model`` in one CPU vector of their dtype (shared weights once).
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    return torch.cat([p.detach().flatten().cpu() for p in model.parameters()])
+
+
+def checksum(model: torch.nn.Module) -> str:
+    """The first 12 hex digits of the SHA-256 of every parameter's bytes: equal iff bit-identical.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    return hashlib.sha256(flat_parameters(model).numpy().tobytes()).hexdigest()[:12]
+
+
+def _dtype(name: str) -> torch.dtype:
+    if name not in ("float32", "float64"):
+        raise ValueError(f"dtype must be 'float32' or 'float64', got {name!r}.")
+    return dtypes.torch_dtype(name)
+
+
+def rank_tokenizer(worker: launch.Worker) -> PreTrainedTokenizerBase:
+    """The course tokenizer in a rank: rank 0 builds it if needed while the others wait."""
+    if worker.rank == 0:  # builds and caches it if this machine has none yet
+        data.course_tokenizer()
+    dist.barrier()
+    return data.course_tokenizer()
+
+
+def fresh_model(tokenizer: PreTrainedTokenizerBase, seed: int, dtype: str,
+                device: torch.device | str = "cpu") -> torch.nn.Module:
+    """The course model's GPT-2, freshly initialised with ``seed``, in ``dtype`` on ``device``."""
+    model = models.build_model(course_model.course_model_config(tokenizer), seed=seed)
+    return model.to(device, _dtype(dtype))
+
+
+class _Observer:
+    """The ``on_step`` of both runs: step end times, checksums, and the model states' bytes."""
+
+    def __init__(self, model: torch.nn.Module, traffic: Traffic | None = None) -> None:
+        self.model, self.traffic = model, traffic
+        self.checksums: list[str] = []
+        self.step_times: list[float] = []
+        self.rounds: list[int] = []
+        self.states: dict[str, int] = {}
+
+    def __call__(self, step: int, loss: float, optimizer: torch.optim.Optimizer) -> None:
+        if next(self.model.parameters()).is_cuda:
+            torch.cuda.synchronize()
+        self.step_times.append(time.perf_counter())
+        if self.traffic is not None:
+            self.rounds.append(self.traffic.rounds)
+        if step == 0:  # after the first step every state exists, before the gradients are cleared
+            self.states = memory.model_state_bytes(self.model, optimizer)
+        self.checksums.append(checksum(self.model))
+
+
+def train_ddp(steps: int = 10, global_batch: int = 8, seq_len: int = 64, lr: float = 3e-3,
+              seed: int = 0, accumulate: int = 1, no_sync: bool = True,
+              bucket_cap_mb: float | None = None, hook: str = "counting", dtype: str = "float32",
+              return_parameters: bool = True) -> dict[str, Any]:
+    """Worker: train the course's GPT-2 with DDP on this rank's share; return what was measured.
+
+    The result holds the rank, its rows of the first batch, the loss and a parameter checksum after
+    every step, the bytes of parameters, gradients and optimizer states, every all-reduced bucket
+    (round, index, bytes, ready and done times, bytes sent), the all-reduce rounds done by the end
+    of each step, the times of the forward passes and of the steps, and (``return_parameters``)
+    the final parameters as one vector. ``dtype`` "float64"
+    trains in double precision (transformers still computes the loss from float32 logits), where
+    runs that add in another order end about 1e-15 apart instead of 1e-5.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    if hook not in HOOKS:
+        raise ValueError(f"hook must be one of {sorted(HOOKS)}, got {hook!r}.")
+    worker = launch.init_worker()
+    check_batch(global_batch, worker.world_size, accumulate)
+    tokenizer = rank_tokenizer(worker)
+    model = fresh_model(tokenizer, seed, dtype, worker.device)
+    ddp = DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb,
+                                  device_ids=[worker.device] if worker.device.type == "cuda" else None)
+    traffic = Traffic()
+    ddp.register_comm_hook(traffic, HOOKS[hook])
+    traffic.attach(model)
+    recipe = recipe_for(steps, global_batch, seq_len, lr, seed, str(worker.device))
+    observe = _Observer(model, traffic)
+    start = time.perf_counter()
+    history = training.train(ddp, "gpt2", tokenizer, recipe, accumulate=accumulate,
+                             no_sync=no_sync, on_step=observe, progress=False,
+                             batches=local_batches(tokenizer, recipe, worker.world_size,
+                                                   worker.rank, accumulate))
+    return {"rank": worker.rank, "world_size": worker.world_size, "backend": worker.backend,
+            "rows": shard(global_batch, worker.world_size, worker.rank), "history": history,
+            "checksums": observe.checksums, "state_bytes": observe.states, "start": start,
+            "step_times": observe.step_times, "forwards": traffic.forwards,
+            "rounds": observe.rounds,
+            "buckets": [(b.round, b.index, b.n_bytes, b.ready, b.done, b.sent or 0)
+                        for b in traffic.buckets],
+            "tokens": recipe.tokens, "n_params": models.count_parameters(model),
+            "threads": torch.get_num_threads(),
+            "parameters": flat_parameters(model) if return_parameters else None}
+
+
+def train_single(steps: int = 10, global_batch: int = 8, seq_len: int = 64, lr: float = 3e-3,
+                 seed: int = 0, device: str = "cpu", dtype: str = "float32") -> dict[str, Any]:
+    """The reference: the same model and recipe trained by one process on the whole global batch.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    tokenizer = data.course_tokenizer()
+    model = fresh_model(tokenizer, seed, dtype)
+    recipe = recipe_for(steps, global_batch, seq_len, lr, seed, device)
+    observe = _Observer(model)
+    history = training.train(model, "gpt2", tokenizer, recipe, progress=False, on_step=observe)
+    return {"history": history, "checksums": observe.checksums, "state_bytes": observe.states,
+            "parameters": flat_parameters(model)}
+
+
+def timings(result: Mapping[str, Any]) -> dict[str, float]:
+    """A run's speed from the end of its first step to the end of its last (start-up excluded).
+
+    Returns the seconds timed, tokens per second, the median step, the seconds spent in all-reduces
+    (each bucket from ready to done, the first step's left out) and their share of the time, and
+    the bytes all-reduced in the last step. A bucket's step comes from ``rounds``.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    ends, rounds = result["step_times"], result["rounds"]
+    if len(ends) < 2:
+        raise ValueError("timings need at least 2 steps: the first one is not timed.")
+    elapsed = ends[-1] - ends[0]
+    comm, last_bytes = 0.0, 0
+    for round_, _, n_bytes, ready, done, _ in result["buckets"]:
+        step = bisect.bisect_right(rounds, round_)  # rounds[s]: rounds done by the end of step s
+        if step > 0:
+            comm += done - ready
+        if step == len(ends) - 1:
+            last_bytes += n_bytes
+    return {"seconds": elapsed, "tokens_per_second": result["tokens"] * (len(ends) - 1)
+            / len(ends) / elapsed, "step": statistics.median(b - a for a, b in zip(ends, ends[1:])),
+            "all_reduce": comm, "all_reduce_share": comm / elapsed, "bytes_per_step": last_bytes}
+
+
+def train_many(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Worker: several :func:`train_ddp` runs in one process group (starting processes costs seconds).
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    return [train_ddp(**run) for run in runs]
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, steps: int) -> None:
+    """The options of both torchrun entry points: the recipe, the seed, and ``--check``.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    parser.add_argument("--steps", type=int, default=steps)
+    parser.add_argument("--global-batch", type=int, default=8)
+    parser.add_argument("--seq-len", type=int, default=64)
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--check", action="store_true",
+                        help="rank 0 also trains one process on the global batch and compares")
+
+
+def report_check(result: Mapping[str, Any], args: argparse.Namespace) -> None:
+    """With ``--check``, rank 0 trains one process on the global batch and prints the largest gap.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    if args.check and result["rank"] == 0:
+        device = "cuda" if result["backend"] == "nccl" else "cpu"
+        single = train_single(args.steps, args.global_batch, args.seq_len, args.lr, args.seed,
+                              device)
+        gap = float((single["parameters"] - result["parameters"]).abs().max())
+        print(f"one process on the global batch: max |difference| of the parameters {gap:.2e}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The torchrun entry point: train with DDP, print each rank's summary, optionally check.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    parser = argparse.ArgumentParser(
+        prog="torchrun --nproc-per-node=N -m course_lib.parallel.ddp",
+        description="Train the course's GPT-2 with DistributedDataParallel (gloo or NCCL).")
+    add_run_arguments(parser, steps=20)
+    parser.add_argument("--accumulate", type=int, default=1)
+    parser.add_argument("--bucket-cap-mb", type=float, default=None,
+                        help="DDP's bucket size in MiB (default: DDP's own, 25 with a first of 1)")
+    args = parser.parse_args(argv)
+    result = train_ddp(args.steps, args.global_batch, args.seq_len, args.lr, args.seed,
+                       args.accumulate, bucket_cap_mb=args.bucket_cap_mb)
+    seconds = result["step_times"][-1] - result["start"]
+    launch.say(f"rank {result['rank']}/{result['world_size']} ({result['backend']}): final loss "
+               f"{result['history'][-1]:.4f}, parameters {result['checksums'][-1]}, "
+               f"{result['tokens'] / seconds:,.0f} tokens/s in all")
+    report_check(result, args)
+    launch.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

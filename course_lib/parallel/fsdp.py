@@ -1,0 +1,322 @@
+"""Sharded data parallelism: ZeRO stages 1-3 with PyTorch's own tools, measured per rank; also a script.
+
+Chapter 9 ("Sharding with ZeRO and FSDP") trains the same model, on the same batches, as chapter 8
+(:mod:`course_lib.parallel.ddp`) under five strategies:
+
+* ``ddp``: ``DistributedDataParallel``, everything replicated (ZeRO stage 0);
+* ``zero1``: DDP with ``torch.distributed.optim.ZeroRedundancyOptimizer``, which gives every rank
+  the optimizer states of a share of the parameters (ZeRO stage 1);
+* ``zero2``: FSDP2 (``fully_shard``) with ``reshard_after_forward=False``: the gathered parameters
+  are kept from the forward pass to the backward pass (ZeRO-2-like);
+* ``zero3``: FSDP2 with ``reshard_after_forward=True``, full sharding (ZeRO stage 3);
+* ``hsdp``: FSDP2 on a 2-D device mesh, sharded within groups of ``shard_factor`` ranks and
+  replicated across the groups (hybrid sharding; factor 1 replicates, factor N shards fully).
+
+Every transformer block is one FSDP unit and the root module (embeddings, final norm, the tied
+output layer) another. ``offload`` adds ``CPUOffloadPolicy``, ``mixed_precision`` a
+``MixedPrecisionPolicy`` with bf16 parameters and fp32 gradient reduction. :func:`train_sharded`
+runs inside each rank (start it with :func:`course_lib.parallel.launch.launch`); the module is
+also the torchrun entry point, on GPUs (NCCL) or CPUs (gloo) alike::
+
+    torchrun --nproc-per-node=4 -m course_lib.parallel.fsdp --strategy zero3 --check
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+from course_lib.numbers import memory
+from course_lib.parallel import launch
+from course_lib.parallel.collectives import Collectives, volume
+from course_lib.parallel.ddp import (
+    add_run_arguments,
+    check_batch,
+    fresh_model,
+    local_batches,
+    rank_tokenizer,
+    recipe_for,
+    report_check,
+)
+from course_lib.parallel.traffic import Traffic, counting_hook
+from course_lib.text import models, training
+
+__all__ = ["STRATEGIES", "check_offload", "check_strategy", "expected_volume", "full_parameters", "initial_parameters",
+           "main", "shard_model", "train_many", "train_sharded", "units"]
+
+#: The strategies, and what each one shards.
+STRATEGIES = {
+    "ddp": "DDP: parameters, gradients and optimizer states replicated (ZeRO stage 0)",
+    "zero1": "DDP + ZeroRedundancyOptimizer: optimizer states sharded (ZeRO stage 1)",
+    "zero2": "FSDP, reshard_after_forward=False: gathered parameters kept until backward",
+    "zero3": "FSDP full sharding, reshard_after_forward=True (ZeRO stage 3)",
+    "hsdp": "FSDP hybrid sharding: sharded in groups of shard_factor ranks, replicated across",
+}
+FSDP_STRATEGIES = ("zero2", "zero3", "hsdp")
+
+
+def check_strategy(strategy: str, world_size: int, shard_factor: int | None = None) -> int:
+    """Refuse an unknown strategy or a sharding factor that does not divide the ranks; return it.
+
+    The sharding factor is how many ranks share one copy of the model states: 1 for ``ddp`` and
+    ``zero1`` (whose parameters and gradients are whole on every rank), ``world_size`` for ``zero2``
+    and ``zero3``, and the given ``shard_factor`` for ``hsdp``.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r}; use one of: {', '.join(STRATEGIES)}.")
+    if strategy != "hsdp":
+        if shard_factor not in (None, 1 if strategy in ("ddp", "zero1") else world_size):
+            raise ValueError(f"shard_factor={shard_factor!r} only applies to strategy 'hsdp' "
+                             f"(strategy {strategy!r} fixes it); use strategy='hsdp', "
+                             "or leave shard_factor out.")
+        return 1 if strategy in ("ddp", "zero1") else world_size
+    if isinstance(shard_factor, bool) or not isinstance(shard_factor, int) or shard_factor < 1:
+        raise ValueError("strategy 'hsdp' needs shard_factor, a whole number >= 1 of ranks that "
+                         f"share one copy of the model; got {shard_factor!r}.")
+    if world_size % shard_factor:
+        divisors = [d for d in range(1, world_size + 1) if world_size % d == 0]
+        raise ValueError(f"shard_factor={shard_factor} does not divide the {world_size} ranks into "
+                         f"equal groups; use one of {divisors}.")
+    return shard_factor
+
+
+def check_offload(n_bytes: float) -> None:
+    """Refuse CPU offload when the host has fewer free bytes than the model states to offload.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    try:
+        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):  # not a POSIX system: cannot tell, so allow
+        return
+    if n_bytes > free:
+        raise MemoryError(f"CPU offload would put {n_bytes / 1e9:.1f} GB of model states in host "
+                          f"memory, and this machine has {free / 1e9:.1f} GB free. Use more ranks "
+                          "(each offloads only its shard), a smaller model, or no offload.")
+
+
+def units(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The FSDP units in forward order: the root module (its own parameters) first, then each block.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    blocks = models.blocks(model)
+    return [model, *blocks]
+
+
+def shard_model(model: torch.nn.Module, strategy: str, world_size: int,
+                shard_factor: int | None = None, offload: bool = False,
+                mixed_precision: bool = False,
+                device: torch.device | str = "cpu") -> torch.nn.Module:
+    """Apply a strategy to ``model`` (in place for FSDP); return the module to train.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    factor = check_strategy(strategy, world_size, shard_factor)
+    device = torch.device(device)
+    if strategy in ("ddp", "zero1"):
+        if offload or mixed_precision:
+            raise ValueError("offload and mixed_precision are FSDP options: use strategy 'zero2', "
+                             "'zero3' or 'hsdp' with them.")
+        return DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
+
+    if strategy == "hsdp":
+        mesh = init_device_mesh(device.type, (world_size // factor, factor),
+                                mesh_dim_names=("replicate", "shard"))
+    else:
+        mesh = init_device_mesh(device.type, (world_size,))
+    options: dict[str, Any] = {"mesh": mesh, "reshard_after_forward": strategy != "zero2"}
+    if offload:
+        check_offload(memory.tensor_bytes(model.parameters()) * 4 / factor)
+        options["offload_policy"] = CPUOffloadPolicy(pin_memory=torch.cuda.is_available())
+    if mixed_precision:
+        options["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16,
+                                                    reduce_dtype=torch.float32)
+    for block in models.blocks(model):
+        fully_shard(block, **options)
+    fully_shard(model, **options)
+    return model
+
+
+def initial_parameters(seed: int = 0, dtype: str = "float32") -> torch.Tensor:
+    """The parameters every run starts from (the course's GPT-2 initialised with ``seed``), flat.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    from course_lib.parallel.ddp import flat_parameters
+    from course_lib.text import data
+
+    return flat_parameters(fresh_model(data.course_tokenizer(), seed, dtype))
+
+
+def full_parameters(model: torch.nn.Module) -> torch.Tensor:
+    """All parameters of ``model`` in one CPU vector, shards gathered (a collective: every rank calls).
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    from torch.distributed.tensor import DTensor
+
+    return torch.cat([(p.full_tensor() if isinstance(p, DTensor) else p).detach().flatten().cpu()
+                      for p in model.parameters()])
+
+
+def expected_volume(unit_numels: Sequence[int], strategy: str, world_size: int,
+                    shard_factor: int | None = None, param_bytes: int = 4,
+                    reduce_bytes: int = 4) -> dict[str, int]:
+    """Bytes each collective kind should move in one step, from the units' sizes (root first).
+
+    DDP all-reduces every gradient (2 Psi); ZeroRedundancyOptimizer adds a broadcast of every
+    updated parameter from its owner (Psi); FSDP all-gathers every unit for forward (Psi), again
+    for backward unless it kept them (``zero2``: Psi more for ``zero3`` and ``hsdp``), and
+    reduce-scatters the gradients (Psi); hybrid sharding adds an all-reduce of each shard
+    across the replica groups (2 Psi / shard factor). Every unit is resharded after forward here,
+    the root included; left to its default (``reshard_after_forward=None``), FSDP keeps the root
+    gathered for backward and saves one all-gather of the root's parameters.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    factor = check_strategy(strategy, world_size, shard_factor)
+    total = sum(unit_numels)
+    if strategy in ("ddp", "zero1"):
+        out = {"all-reduce": 2 * total * reduce_bytes}
+        if strategy == "zero1":
+            out["broadcast"] = total * param_bytes
+        return out
+    out = {}
+    if factor > 1:  # a shard group of one rank has nothing to gather or scatter
+        gathered = total if strategy == "zero2" else 2 * total
+        out = {"all-gather": gathered * param_bytes, "reduce-scatter": total * reduce_bytes}
+    if strategy == "hsdp" and factor < world_size:
+        out["all-reduce"] = 2 * total * reduce_bytes // factor
+    return out
+
+
+class _Meter:
+    """The ``on_step`` of a sharded run: step times, collectives per step, model states' bytes,
+    and the parameter bytes held at the start of every unit's forward (where gathering peaks)."""
+
+    def __init__(self, model: torch.nn.Module, calls: Collectives) -> None:
+        from torch.distributed.tensor import DTensor
+
+        self.model, self.calls, self._dtensor = model, calls, DTensor
+        self.step_times: list[float] = []
+        self.states: dict[str, int] = {}
+        # The local shards (FSDP keeps them all the time); DDP's whole parameters are their own.
+        self.shards = [p.to_local() if isinstance(p, DTensor) else p for p in model.parameters()]
+        self.peak = 0
+        for unit in units(model):
+            unit.register_forward_pre_hook(self._held)
+
+    def _held(self, *_: object) -> None:
+        """The shards plus every parameter that is whole right now (gathered, or never sharded)."""
+        whole = [p for p in self.model.parameters() if not isinstance(p, self._dtensor)]
+        self.peak = max(self.peak, memory.tensor_bytes([*self.shards, *whole]))
+
+    def __call__(self, step: int, loss: float, optimizer: torch.optim.Optimizer) -> None:
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+        self.step_times.append(time.perf_counter())
+        self.calls.mark()
+        if step == 0:  # every state exists now, before the gradients are cleared
+            self.states = memory.model_state_bytes(self.model, optimizer)
+
+
+def train_sharded(strategy: str = "zero3", steps: int = 3, global_batch: int = 8,
+                  seq_len: int = 64, lr: float = 3e-3, seed: int = 0,
+                  shard_factor: int | None = None, offload: bool = False,
+                  mixed_precision: bool = False, dtype: str = "float32",
+                  return_parameters: bool = True) -> dict[str, Any]:
+    """Worker: train the course's GPT-2 with a sharding strategy on this rank's share; measure it.
+
+    The result holds the rank, the strategy and its sharding factor, the loss of every step, the
+    bytes of parameters, gradients and optimizer states this rank holds after the first step, the
+    peak of parameter bytes during forward, the volume of every kind of collective in each step
+    (bytes, the ZeRO paper's accounting), the units' sizes, the step end times, and (with
+    ``return_parameters``) the final parameters, gathered into one vector.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    worker = launch.init_worker()
+    factor = check_strategy(strategy, worker.world_size, shard_factor)
+    check_batch(global_batch, worker.world_size)
+    tokenizer = rank_tokenizer(worker)
+    model = fresh_model(tokenizer, seed, dtype, worker.device)
+    blocks = [sum(p.numel() for p in b.parameters()) for b in models.blocks(model)]
+    unit_numels = [sum(p.numel() for p in model.parameters()) - sum(blocks), *blocks]  # root first
+    wrapped = shard_model(model, strategy, worker.world_size, shard_factor, offload,
+                          mixed_precision, worker.device)
+    optimizer = None
+    traffic = Traffic()
+    if strategy in ("ddp", "zero1"):  # DDP's own all-reduce runs in C++, out of Collectives' sight;
+        wrapped.register_comm_hook(traffic, counting_hook)  # this hook calls dist.all_reduce
+    if strategy == "zero1":
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+
+        optimizer = functools.partial(ZeroRedundancyOptimizer, optimizer_class=torch.optim.AdamW)
+    recipe = recipe_for(steps, global_batch, seq_len, lr, seed, str(worker.device))
+    with Collectives() as calls:
+        meter = _Meter(model, calls)
+        start = time.perf_counter()
+        history = training.train(wrapped, "gpt2", tokenizer, recipe, optimizer=optimizer,
+                                 on_step=meter, progress=False,
+                                 batches=local_batches(tokenizer, recipe, worker.world_size,
+                                                       worker.rank))
+    per_step = [volume(records) for records in calls.per_step()]
+    parameters = full_parameters(model) if return_parameters else None
+    return {"rank": worker.rank, "world_size": worker.world_size, "backend": worker.backend,
+            "strategy": strategy, "shard_factor": factor, "offload": offload,
+            "mixed_precision": mixed_precision, "history": history, "state_bytes": meter.states,
+            "peak_parameter_bytes": max(meter.peak, meter.states["parameters"]),
+            "volume": per_step, "unit_numels": unit_numels, "start": start,
+            "step_times": meter.step_times, "tokens": recipe.tokens,
+            "n_params": sum(unit_numels), "parameters": parameters}
+
+
+def train_many(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Worker: several :func:`train_sharded` runs in one process group (starting ranks costs seconds).
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    return [train_sharded(**run) for run in runs]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The torchrun entry point: train with a strategy, print each rank's bytes, optionally check.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    parser = argparse.ArgumentParser(
+        prog="torchrun --nproc-per-node=N -m course_lib.parallel.fsdp",
+        description="Train the course's GPT-2 with ZeRO / FSDP sharding (gloo or NCCL).")
+    parser.add_argument("--strategy", default="zero3", choices=list(STRATEGIES))
+    parser.add_argument("--shard-factor", type=int, default=None,
+                        help="ranks that share one copy of the model (strategy hsdp only)")
+    parser.add_argument("--offload", action="store_true", help="FSDP's CPUOffloadPolicy")
+    parser.add_argument("--mixed-precision", action="store_true",
+                        help="FSDP's MixedPrecisionPolicy: bf16 parameters, fp32 reduction")
+    add_run_arguments(parser, steps=10)
+    args = parser.parse_args(argv)
+    result = train_sharded(args.strategy, args.steps, args.global_batch, args.seq_len, args.lr,
+                           args.seed, args.shard_factor, args.offload, args.mixed_precision)
+    held = ", ".join(f"{k} {v / 1e6:.2f} MB" for k, v in result["state_bytes"].items())
+    launch.say(f"rank {result['rank']}/{result['world_size']} ({result['backend']}, {args.strategy}): "
+               f"final loss {result['history'][-1]:.4f}; holds {held}; peak parameters "
+               f"{result['peak_parameter_bytes'] / 1e6:.2f} MB")
+    report_check(result, args)
+    launch.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

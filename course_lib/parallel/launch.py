@@ -1,0 +1,360 @@
+"""Start N worker processes the way ``torchrun`` does, from a notebook, and join them in a group.
+
+Chapter 8 ("Data parallelism with DDP") runs real ``torch.distributed`` code on several processes.
+:func:`launch` is a small ``torchrun`` for one machine: it picks a free port, starts ``nprocs``
+Python processes with the environment variables ``torchrun`` sets (``RANK``, ``WORLD_SIZE``,
+``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``), prints every line they write with its rank in
+front, stops them all when one fails or the time is up, and returns what each rank's function
+returned. Inside a worker, :func:`init_worker` reads those variables and joins the process group,
+so the same function runs unchanged under ``torchrun`` (NCCL, one GPU per local rank) and under
+:func:`launch` (gloo on CPU processes).
+"""
+
+from __future__ import annotations
+
+import collections
+import datetime
+import importlib
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+__all__ = [
+    "LaunchError",
+    "Worker",
+    "check_port",
+    "check_world_size",
+    "free_port",
+    "hello",
+    "init_worker",
+    "launch",
+    "resolve_backend",
+    "shutdown",
+]
+
+HOST = "127.0.0.1"
+#: At most this many CPU processes per core, and never more than this many in all (gloo on CPU).
+MAX_CPU_RANKS = 8
+
+
+class LaunchError(RuntimeError):
+    """A worker failed, timed out or could not be started; the message says which and what to do.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+
+
+@dataclass(frozen=True)
+class Worker:
+    """Where this process stands in the group: its rank, the group's size, its device and backend.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+
+    rank: int
+    world_size: int
+    local_rank: int
+    backend: str
+    device: torch.device
+
+
+def say(line: str) -> None:
+    """Print one line in a single write, so that the lines of ranks sharing one terminal or pipe never interleave.
+
+    ``print`` writes the text and its newline separately when output is unbuffered (as under
+    torchrun), and two ranks' halves can then mix; one write of under 4 KiB to a pipe is atomic.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def free_port(host: str = HOST) -> int:
+    """A TCP port that nothing listens on right now, chosen by the operating system.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def check_port(port: int, host: str = HOST) -> int:
+    """Return ``port`` if it is a valid TCP port that is free on ``host``; otherwise say what to do.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    if isinstance(port, bool) or not isinstance(port, int) or not 1024 <= port <= 65535:
+        raise ValueError(f"port must be a whole number from 1024 to 65535, got {port!r}; "
+                         "or pass port=None to let the launcher pick a free one.")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError as err:
+            raise LaunchError(f"port {port} on {host} is busy ({err.strerror}): another program "
+                              "(or a process group still running) uses it. Pass port=None to "
+                              "pick a free port, or stop that program.") from None
+    return port
+
+
+def resolve_backend(backend: str, nprocs: int) -> str:
+    """The process-group backend to use: "gloo" (CPU) or "nccl" (one GPU per rank); "auto" picks.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if backend == "auto":
+        return "nccl" if gpus >= nprocs and dist.is_nccl_available() else "gloo"
+    if backend == "nccl":
+        if gpus == 0 or not dist.is_nccl_available():
+            raise LaunchError("backend='nccl' needs NVIDIA GPUs and a CUDA build of torch, and this "
+                              "machine has none. Use backend='gloo' (CPU processes) or 'auto'.")
+        if gpus < nprocs:
+            raise LaunchError(f"backend='nccl' runs one rank per GPU: {nprocs} ranks asked for, "
+                              f"{gpus} GPU(s) here. Use nprocs <= {gpus}, or backend='gloo'.")
+        return backend
+    if backend == "gloo":
+        return backend
+    raise ValueError(f"backend must be 'auto', 'gloo' or 'nccl', got {backend!r}.")
+
+
+def check_world_size(nprocs: int, backend: str = "gloo") -> int:
+    """Return ``nprocs`` if this machine can sensibly run that many ranks; otherwise say why not.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    if isinstance(nprocs, bool) or not isinstance(nprocs, int) or nprocs < 1:
+        raise ValueError(f"nprocs must be a whole number >= 1 (the number of ranks), got {nprocs!r}.")
+    cores = os.cpu_count() or 1
+    limit = min(MAX_CPU_RANKS, max(4, 2 * cores))
+    if backend == "gloo" and nprocs > limit:
+        raise ValueError(f"{nprocs} CPU ranks is more than this machine can run sensibly: it has "
+                         f"{cores} core(s), so use at most {limit} (every rank holds a full copy "
+                         "of the model and needs a share of the cores).")
+    return nprocs
+
+
+def _environment(rank: int, nprocs: int, port: int, backend: str, threads: int) -> dict[str, str]:
+    environ = dict(os.environ)
+    environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(nprocs),
+                   LOCAL_WORLD_SIZE=str(nprocs), MASTER_ADDR=HOST, MASTER_PORT=str(port),
+                   COURSE_LIB_BACKEND=backend, OMP_NUM_THREADS=str(threads),
+                   PYTHONUNBUFFERED="1")
+    # Idle OpenMP threads sleep instead of spinning: ranks that share cores slow each other less.
+    environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # one machine: the loopback interface
+    return environ
+
+
+def _pump(rank: int, stream: Any, lines: queue.Queue) -> None:
+    for line in iter(stream.readline, ""):
+        lines.put((rank, line.rstrip("\n")))
+    stream.close()
+
+
+def _stop(processes: list[subprocess.Popen]) -> None:
+    """Stop every process that still runs, with its children: SIGTERM, then SIGKILL after 5 s."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        alive = [p for p in processes if p.poll() is None]
+        for p in alive:
+            try:
+                os.killpg(p.pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 5
+        for p in alive:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+
+
+def launch(target: str, nprocs: int = 2, kwargs: dict[str, Any] | None = None, *,
+           backend: str = "auto", timeout: float = 120.0, port: int | None = None,
+           threads: int | None = None, echo: bool = True) -> list[Any]:
+    """Run ``target`` ("module:function") on ``nprocs`` new processes; return each rank's result.
+
+    Every rank calls ``function(**kwargs)`` (``kwargs`` must be JSON: numbers, strings, lists,
+    dictionaries); what it returns (tensors, numbers, lists, dictionaries) comes back in rank order.
+    Lines the workers print appear here as ``[rank r] ...``. If a rank fails, its traceback is shown,
+    the other ranks are stopped and :class:`LaunchError` is raised; the same after ``timeout``
+    seconds. ``threads`` is each rank's ``OMP_NUM_THREADS`` (default: the cores shared out).
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    backend = resolve_backend(backend, nprocs if isinstance(nprocs, int) else 1)
+    check_world_size(nprocs, backend)
+    if ":" not in target:
+        raise ValueError(f"target must look like 'package.module:function', got {target!r}.")
+    try:
+        payload = json.dumps(kwargs or {})
+    except TypeError as err:
+        raise ValueError(f"kwargs must be JSON (numbers, strings, lists, dicts): {err}") from None
+    if not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}.")
+    port = free_port() if port is None else check_port(port)
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
+                                or threads < 1):
+        raise ValueError(f"threads must be a whole number >= 1 (per rank), got {threads!r}.")
+    threads = threads or max(1, (os.cpu_count() or 1) // nprocs)
+    lines: queue.Queue = queue.Queue()
+    tails: dict[int, collections.deque] = {r: collections.deque(maxlen=20) for r in range(nprocs)}
+    with tempfile.TemporaryDirectory(prefix="course-launch-") as results:
+        command = [sys.executable, "-m", __name__, target, payload, results]
+        processes, pumps = [], []
+        try:
+            for rank in range(nprocs):
+                p = subprocess.Popen(command, env=_environment(rank, nprocs, port, backend, threads),
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     start_new_session=True)
+                processes.append(p)
+                pumps.append(threading.Thread(target=_pump, args=(rank, p.stdout, lines),
+                                              daemon=True))
+                pumps[-1].start()
+            failed = _watch(processes, lines, timeout, echo, tails)
+        finally:
+            _stop(processes)
+            for pump in pumps:  # the last lines, a traceback among them
+                pump.join(timeout=5)
+            _drain(lines, echo, tails=tails)
+        if failed is not None:
+            rank, code = failed
+            if code is None:
+                raise LaunchError(f"the {nprocs} ranks did not finish within {timeout:g} s and "
+                                  "were stopped. Pass a larger timeout=, or fewer steps.")
+            shown = ("its traceback is printed above" if echo else
+                     "its last lines:\n" + "\n".join(tails[rank]))
+            raise LaunchError(f"rank {rank} failed (exit code {code}) and the other ranks were "
+                              f"stopped; {shown}")
+        return [torch.load(Path(results) / f"rank{r}.pt", weights_only=True) for r in range(nprocs)]
+
+
+def _watch(processes: list[subprocess.Popen], lines: queue.Queue, timeout: float,
+           echo: bool, tails: dict[int, collections.deque]) -> tuple[int, int | None] | None:
+    """Print lines as they come until every rank exits; return (rank, code) of a failure."""
+    deadline = time.monotonic() + timeout
+    while True:
+        _drain(lines, echo, wait=0.05, tails=tails)
+        codes = [p.poll() for p in processes]
+        for rank, code in enumerate(codes):
+            if code not in (None, 0):
+                return rank, code
+        if all(code == 0 for code in codes):
+            return None
+        if time.monotonic() > deadline:
+            return -1, None
+
+
+def _drain(lines: queue.Queue, echo: bool, wait: float = 0.0,
+           tails: dict[int, collections.deque] | None = None) -> None:
+    try:
+        rank, line = lines.get(timeout=wait) if wait else lines.get_nowait()
+        while True:
+            if echo:
+                print(f"[rank {rank}] {line}", flush=True)
+            if tails is not None:
+                tails[rank].append(line)
+            rank, line = lines.get_nowait()
+    except queue.Empty:
+        pass
+
+
+def init_worker(backend: str | None = None, timeout: float = 60.0) -> Worker:
+    """Join the process group described by torchrun's environment variables; pick this rank's device.
+
+    ``backend`` defaults to what :func:`launch` chose, else "nccl" when this process has a GPU
+    and "gloo" otherwise. With NCCL each rank uses GPU ``LOCAL_RANK``. A collective that waits more
+    than ``timeout`` seconds raises instead of hanging.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    missing = [k for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if k not in os.environ]
+    if missing:
+        raise LaunchError(f"{', '.join(missing)} not set: run this under torchrun "
+                          "(torchrun --nproc-per-node=2 -m ...) or through "
+                          "course_lib.parallel.launch.launch().")
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", rank))
+    backend = backend or os.environ.get("COURSE_LIB_BACKEND") or (
+        "nccl" if torch.cuda.is_available() else "gloo")
+    if backend == "nccl":
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    if "OMP_NUM_THREADS" in os.environ:
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    if not dist.is_initialized():
+        dist.init_process_group(backend, rank=rank, world_size=world,
+                                timeout=datetime.timedelta(seconds=timeout))
+    return Worker(rank, world, local_rank, backend, device)
+
+
+def shutdown() -> None:
+    """Leave the process group if this process is in one.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def hello(fail_on: int = -1, hang_on: int = -1) -> dict[str, Any]:
+    """Worker: join the group, print this rank's process id, all-reduce the ranks and return them.
+
+    ``fail_on`` makes that rank raise an error after the all-reduce, ``hang_on`` makes that rank
+    sleep instead of joining it (so that the others wait): what the launcher does then is the
+    point of the demonstration.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    worker = init_worker()
+    print(f"rank {worker.rank} of {worker.world_size}: process {os.getpid()}, backend "
+          f"{worker.backend}, device {worker.device}", flush=True)
+    if worker.rank == hang_on:
+        time.sleep(3600)
+    total = torch.tensor([float(worker.rank)], device=worker.device)
+    dist.all_reduce(total)
+    if worker.rank == fail_on:
+        raise ValueError(f"rank {worker.rank} fails on purpose, after the all-reduce")
+    return {"rank": worker.rank, "world_size": worker.world_size, "pid": os.getpid(),
+            "sum_of_ranks": float(total)}
+
+
+def _worker_main(target: str, payload: str, results: str) -> int:
+    """Run one rank: call the target, save its result as ``rank<r>.pt``; 1 on failure."""
+    rank = int(os.environ["RANK"])
+    module, _, name = target.partition(":")
+    try:
+        function = getattr(importlib.import_module(module), name)
+        result = function(**json.loads(payload))
+        torch.save(result, Path(results) / f"rank{rank}.pt")
+    except BaseException:  # noqa: BLE001 - shown to the learner through the launcher
+        text = traceback.format_exc()
+        for prefix, short in ((str(Path(__file__).parents[2]) + os.sep, ""),
+                              (sys.prefix + os.sep, "<python>" + os.sep)):
+            text = text.replace(prefix, short)  # no machine paths in the notebook's output
+        print(text, end="", flush=True)
+        return 1
+    finally:
+        shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_worker_main(*sys.argv[1:4]))

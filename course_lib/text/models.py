@@ -1,0 +1,516 @@
+"""Tiny transformers of the course: configs, building, counting, saving and loading.
+
+Chapter 1 ("Pretraining objectives") builds one tiny model per pretraining objective from real
+``transformers`` configs:
+
+========== ============================== =================================
+kind       class                          objective
+========== ============================== =================================
+``bert``   ``BertForMaskedLM``            masked LM (15%, 80/10/10)
+``gpt2``   ``GPT2LMHeadModel``            causal LM (next token)
+``t5``     ``T5ForConditionalGeneration`` span corruption (sentinels)
+========== ============================== =================================
+
+:func:`tiny_config` is the course's one tiny-model builder (chapter 2 measures memory on it,
+chapter 5 quantizes a model built from it). :func:`save_model` writes safetensors, config,
+tokenizer and a record of training; :func:`load_model` is the one loader: a local directory or,
+when the hub is reachable, a hub id such as ``gpt2``, both through
+``AutoModelForCausalLM.from_pretrained`` (never with remote code). Training lives in
+:mod:`course_lib.text.training`, evaluation in :mod:`course_lib.text.evaluation`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import math
+import os
+import re
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from course_lib.base import env
+from course_lib.base.tables import Table
+from course_lib.text import data
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
+
+__all__ = [
+    "ARCHITECTURES",
+    "COURSE_MODEL_NAME",
+    "REBUILD_COMMAND",
+    "KINDS",
+    "Architecture",
+    "CheckpointError",
+    "ModelUnavailableError",
+    "architecture_table",
+    "blocks",
+    "build_model",
+    "check_checkpoint",
+    "check_kind",
+    "count_parameters",
+    "course_model_dir",
+    "load_model",
+    "load_tokenizer",
+    "model_class",
+    "read_training",
+    "rebuild_hint",
+    "save_model",
+    "sha256_file",
+    "tiny_config",
+]
+
+#: The three model kinds of chapter 1.
+KINDS = ("bert", "gpt2", "t5")
+WEIGHTS_FILE = "model.safetensors"
+TRAINING_FILE = "training.json"
+
+
+class CheckpointError(ValueError):
+    """A model checkpoint is missing or unreadable; the message says how to rebuild it.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+
+
+class ModelUnavailableError(data.HubUnavailableError, ValueError):
+    """A hub model was asked for while the hub cannot be reached; the message names the offline model.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+
+
+# ---------------------------------------------------------------------------------------------
+# The three architectures
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Architecture:
+    """One transformer family of chapter 1: its transformers class, objective and uses.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+
+    kind: str
+    family: str
+    model_class: str
+    objective: str
+    attention: str
+    typical_tasks: str
+    examples: str
+
+
+ARCHITECTURES: dict[str, Architecture] = {
+    "bert": Architecture(
+        "bert", "encoder-only (autoencoding)", "BertForMaskedLM",
+        "masked LM: predict the ~15% hidden tokens (80/10/10)",
+        "bidirectional: every token sees the whole sequence",
+        "classification, named entities, extractive QA, embeddings",
+        "BERT, RoBERTa",
+    ),
+    "gpt2": Architecture(
+        "gpt2", "decoder-only (autoregressive)", "GPT2LMHeadModel",
+        "causal LM: predict the next token",
+        "causal: a token sees only the tokens before it",
+        "text generation; zero/few-shot for many tasks at scale",
+        "GPT, LLaMA, BLOOM",
+    ),
+    "t5": Architecture(
+        "t5", "encoder-decoder (sequence-to-sequence)", "T5ForConditionalGeneration",
+        "span corruption: rebuild spans hidden behind sentinels",
+        "encoder bidirectional; decoder causal + cross-attention",
+        "translation, summarisation, question answering",
+        "T5, BART",
+    ),
+}
+
+
+def architecture_table() -> Table:
+    """The three architectures side by side: objective, attention and typical tasks (chapter 1).
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    rows = [[a.family, a.model_class, a.objective, a.attention, a.typical_tasks, a.examples]
+            for a in ARCHITECTURES.values()]
+    return Table(["architecture", "transformers class", "pretraining objective", "attention",
+                  "typical tasks", "examples"], rows)
+
+
+def check_kind(kind: str) -> str:
+    """The canonical kind (bert, gpt2, t5) for ``kind`` or an alias such as "decoder-only".
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    key = str(kind).strip().lower()
+    aliases = {"encoder": "bert", "encoder-only": "bert", "decoder": "gpt2",
+               "decoder-only": "gpt2", "encoder-decoder": "t5", "seq2seq": "t5"}
+    key = aliases.get(key, key)
+    if key not in KINDS:
+        raise ValueError(f"Unknown model kind {kind!r}; use one of {', '.join(KINDS)} "
+                         "(encoder-only, decoder-only, encoder-decoder).")
+    return key
+
+
+# ---------------------------------------------------------------------------------------------
+# Configs and models
+# ---------------------------------------------------------------------------------------------
+
+def tiny_config(
+    kind: str,
+    tokenizer: PreTrainedTokenizerBase | None = None,
+    *,
+    hidden: int = 128,
+    layers: int = 2,
+    heads: int = 4,
+    context: int = 64,
+    vocab: int | None = None,
+    dropout: float = 0.0,
+    activation: str | None = None,
+    attention: str | None = None,
+) -> PretrainedConfig:
+    """A small transformers config of ``kind`` sized from the tokenizer's vocabulary.
+
+    ``hidden`` is the model width (feed-forward width 4 x hidden), ``layers`` the number of
+    blocks (for T5: encoder blocks, and as many decoder blocks), ``heads`` the attention heads,
+    ``context`` the longest sequence (positions of BERT and GPT-2), ``vocab`` the vocabulary size
+    (default: the tokenizer's). Dropout is off unless ``dropout`` is given: the tiny models see
+    each token about once, so there is nothing to regularise, and training stays deterministic.
+    ``activation`` overrides the feed-forward activation (e.g. exact "gelu" for GPT-2, as chapter 2
+    measures); ``attention="eager"`` materialises every attention matrix (what chapter 2's
+    activation formula counts). The special-token ids come from the tokenizer (default: the course
+    tokenizer).
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    kind = check_kind(kind)
+    for name, value in (("hidden", hidden), ("layers", layers), ("heads", heads),
+                        ("context", context)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a whole number >= 1, got {value!r}.")
+    if hidden % heads:
+        raise ValueError(f"hidden={hidden} must be divisible by heads={heads} "
+                         f"(try heads={math.gcd(hidden, heads)} or hidden={heads * (hidden // heads + 1)}).")
+    if not 0.0 <= dropout < 1.0:
+        raise ValueError(f"dropout must be a probability in [0, 1), got {dropout!r}.")
+    tok = tokenizer if tokenizer is not None else data.course_tokenizer()
+    pad, eos = tok.pad_token_id, tok.eos_token_id
+    if vocab is None:
+        vocab = len(tok)
+    elif not isinstance(vocab, int) or vocab <= max(pad, eos):
+        raise ValueError(f"vocab must be a whole number above the special-token ids, got {vocab!r}.")
+    bos = tok.bos_token_id if tok.bos_token_id is not None else eos
+    if kind == "bert":
+        from transformers import BertConfig
+
+        config = BertConfig(
+            vocab_size=vocab, hidden_size=hidden, num_hidden_layers=layers,
+            num_attention_heads=heads, intermediate_size=4 * hidden,
+            max_position_embeddings=context, type_vocab_size=1, pad_token_id=pad,
+            hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout,
+            **({"hidden_act": activation} if activation else {}),
+        )
+    elif kind == "gpt2":
+        from transformers import GPT2Config
+
+        config = GPT2Config(
+            vocab_size=vocab, n_positions=context, n_embd=hidden, n_layer=layers, n_head=heads,
+            resid_pdrop=dropout, embd_pdrop=dropout, attn_pdrop=dropout,
+            bos_token_id=bos, eos_token_id=eos, pad_token_id=pad,
+            **({"activation_function": activation} if activation else {}),
+        )
+    else:
+        from transformers import T5Config
+
+        config = T5Config(
+            vocab_size=vocab, d_model=hidden, d_kv=hidden // heads, d_ff=4 * hidden,
+            num_layers=layers, num_decoder_layers=layers, num_heads=heads,
+            relative_attention_num_buckets=16, relative_attention_max_distance=context,
+            dropout_rate=dropout, pad_token_id=pad, eos_token_id=eos, decoder_start_token_id=pad,
+            **({"feed_forward_proj": activation} if activation else {}),
+        )
+    if attention is not None:
+        config._attn_implementation = attention
+    return config
+
+
+def kind_of_config(config: PretrainedConfig) -> str:
+    """The course kind (bert, gpt2, t5) of a transformers config.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    kinds = {"bert": "bert", "gpt2": "gpt2", "t5": "t5"}
+    if config.model_type not in kinds:
+        raise ValueError(f"Config of model type {config.model_type!r} is not one of the course's "
+                         f"kinds ({', '.join(KINDS)}); build one with tiny_config().")
+    return kinds[config.model_type]
+
+
+def model_class(kind: str) -> Any:
+    """The transformers class that implements ``kind``.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    import transformers
+
+    return getattr(transformers, ARCHITECTURES[check_kind(kind)].model_class)
+
+
+def name_loss(model: PreTrainedModel) -> PreTrainedModel:
+    """Name the loss of models whose class name transformers cannot map (GPT-2), to skip a warning.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    if getattr(model, "loss_type", None) is None and hasattr(model, "loss_type"):
+        model.loss_type = "ForCausalLM"
+    return model
+
+
+
+def blocks(model: torch.nn.Module) -> torch.nn.ModuleList:
+    """The model's transformer blocks: GPT-2's ``transformer.h``, or the first list of layers.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    from transformers.pytorch_utils import Conv1D
+
+    linear = (torch.nn.Linear, Conv1D)
+    for module in model.modules():
+        if isinstance(module, torch.nn.ModuleList) and len(module) and all(
+                any(isinstance(m, linear) for m in block.modules()) for block in module):
+            return module
+    raise ValueError(f"{type(model).__name__} has no transformer blocks with linear layers "
+                     "(a GPT-2 style model keeps them in model.transformer.h)")
+
+def build_model(config: PretrainedConfig, seed: int = 0) -> PreTrainedModel:
+    """A freshly initialised model for ``config``, seeded so that the same seed gives the same weights.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    kind = kind_of_config(config)
+    torch.manual_seed(seed)
+    return name_loss(model_class(kind)(config))
+
+
+def count_parameters(model: torch.nn.Module, *, embeddings: bool = True) -> int:
+    """Number of distinct parameters (tied weights counted once); ``embeddings=False`` leaves out
+    the token and position embeddings, the "non-embedding" count of Kaplan et al. (2020).
+
+    Chapter 5, *Quantization*.
+    """
+    seen: set[int] = set()
+    total = 0
+    skip: set[int] = set()
+    if not embeddings:
+        for module in model.modules():
+            if isinstance(module, torch.nn.Embedding):
+                skip.add(id(module.weight))
+    for p in model.parameters():
+        if id(p) in seen or id(p) in skip:
+            continue
+        seen.add(id(p))
+        total += p.numel()
+    return total
+
+
+# ---------------------------------------------------------------------------------------------
+# Saving and loading: local checkpoints and hub ids
+# ---------------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """Silence transformers' progress bars and info messages while saving or loading.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    from transformers.utils import logging as hf_logging
+
+    bars, level = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def sha256_file(path: Path) -> str:
+    """The SHA-256 of a file, read in blocks.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def save_model(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    directory: str | os.PathLike[str],
+    *,
+    info: dict[str, Any] | None = None,
+    card: str | None = None,
+) -> Path:
+    """Save model (safetensors), config, tokenizer, ``training.json`` and an optional model card.
+
+    Written to a temporary sibling directory first and then renamed, so a crash never leaves a
+    half-written checkpoint under ``directory``. ``training.json`` records ``info`` plus the
+    SHA-256 of the weights, which :func:`course_model` checks before trusting a cached copy.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    target = Path(directory)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f"{target.name}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    if data.SPECIAL_TOKENS["mask"] in tokenizer.get_vocab() and "<extra_id_0>" in tokenizer.get_vocab():
+        # The course tokenizer: save the variant that adds what this kind saw in training.
+        tokenizer = data.tokenizer_for(kind_of_config(model.config), tokenizer)
+    with quiet_transformers():
+        model.save_pretrained(str(tmp), safe_serialization=True)
+        tokenizer.save_pretrained(str(tmp))
+    weights = tmp / WEIGHTS_FILE
+    if not weights.is_file():
+        raise RuntimeError(f"save_pretrained wrote no {WEIGHTS_FILE} in {tmp}; "
+                           "is safetensors installed? (pip install safetensors)")
+    record = dict(info or {})
+    record["weights_sha256"] = sha256_file(weights)
+    (tmp / TRAINING_FILE).write_text(json.dumps(record, indent=1, sort_keys=True), encoding="utf-8")
+    if card is not None:
+        (tmp / "README.md").write_text(card, encoding="utf-8")
+    if target.exists():
+        shutil.rmtree(target)
+    os.replace(tmp, target)
+    return target
+
+
+def read_training(directory: Path) -> dict[str, Any]:
+    """The ``training.json`` record saved next to a checkpoint.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    path = directory / TRAINING_FILE
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise CheckpointError(f"{path} is missing or unreadable ({err}).") from None
+
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(/[A-Za-z0-9][A-Za-z0-9_.\-]*)?$")
+
+
+def _is_hub_id(name: str) -> bool:
+    return (bool(_HUB_ID.match(name)) and not name.startswith((".", "~"))
+            and not name.endswith((".json", ".safetensors", ".bin")))
+
+
+#: Name (and cache directory) of the course model; bump the suffix when its recipe changes.
+COURSE_MODEL_NAME = "course-model-v1"
+#: The command that (re)builds the course model.
+REBUILD_COMMAND = "python -m course_lib train-course-model"
+
+
+def course_model_dir() -> Path:
+    """Where the course model is cached: ``cache_dir()/course-model-v1``.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    return env.cache_dir() / COURSE_MODEL_NAME
+
+
+def rebuild_hint(directory: Path) -> str:
+    """How to rebuild the checkpoint at ``directory``: the command and the Python call.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    default = directory.resolve() == course_model_dir().resolve()
+    where = "" if default else f" --output {directory}"
+    call = "course_model(rebuild=True)" if default else f"course_model({str(directory)!r}, rebuild=True)"
+    return (f"Rebuild it with `{REBUILD_COMMAND}{where}` (about 3 minutes on 2 CPU cores), "
+            f"or from Python with course_lib.text.course_model.{call}.")
+
+
+def check_checkpoint(directory: Path) -> None:
+    """Raise :class:`CheckpointError` with the fix unless ``directory`` holds config and weights.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    if not directory.is_dir():
+        raise CheckpointError(
+            f"No model checkpoint at {str(directory)!r}. Build the course model there with "
+            f"`python -m course_lib train-course-model --output {directory}`, or pass a directory written by "
+            "save_pretrained (config.json + model.safetensors).")
+    missing = [f for f in ("config.json", WEIGHTS_FILE) if not (directory / f).is_file()]
+    if missing:
+        raise CheckpointError(f"The checkpoint at {str(directory)!r} is incomplete: "
+                              f"{', '.join(missing)} missing. {rebuild_hint(directory)}")
+
+
+def load_model(name_or_path: str | os.PathLike[str]) -> PreTrainedModel:
+    """Load a causal LM from a local directory or, when the hub is reachable, from a hub id.
+
+    Both go through ``AutoModelForCausalLM.from_pretrained`` (never ``trust_remote_code``): a
+    directory written by ``save_pretrained`` (the course model's, for example) is read with
+    ``local_files_only=True``; a hub id such as ``"gpt2"`` or ``"facebook/opt-125m"`` is
+    downloaded only when ``course_lib.base.env.is_online()``. Offline, a hub id raises
+    :class:`ModelUnavailableError` naming the offline alternative, the course model. A missing or
+    damaged checkpoint raises :class:`CheckpointError` with the rebuild command.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    from transformers import AutoModelForCausalLM
+
+    text = os.fspath(name_or_path)
+    path = Path(os.path.expanduser(text))
+    local = isinstance(name_or_path, os.PathLike) or path.exists() or not _is_hub_id(text)
+    if not local:
+        if not env.is_online():
+            raise ModelUnavailableError(
+                f"Cannot load {text!r} from the model hub: the hub is not reachable from this "
+                f"machine (no network, or HF_HUB_OFFLINE is set), and there is no local directory "
+                f"{text!r} either. Offline, use the course model: "
+                f"course_lib.text.course_model.course_model() (built on first use; or `python -m course_lib train-course-model`), "
+                f"or load_model(<a local directory>).")
+        with quiet_transformers():
+            return name_loss(AutoModelForCausalLM.from_pretrained(text, trust_remote_code=False))
+    check_checkpoint(path)
+    try:
+        with quiet_transformers():
+            model = AutoModelForCausalLM.from_pretrained(
+                str(path), local_files_only=True, trust_remote_code=False)
+    except Exception as err:  # noqa: BLE001 - reported with the fix, not a deep traceback
+        raise CheckpointError(
+            f"The checkpoint at {str(path)!r} could not be read ({type(err).__name__}: "
+            f"{str(err)[:200]}). It is probably damaged. {rebuild_hint(path)}") from None
+    return name_loss(model).eval()
+
+
+def load_tokenizer(name_or_path: str | os.PathLike[str]) -> PreTrainedTokenizerBase:
+    """Load the tokenizer saved next to a model (local directory, or hub id when online).
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    from transformers import AutoTokenizer
+
+    text = os.fspath(name_or_path)
+    path = Path(os.path.expanduser(text))
+    if isinstance(name_or_path, os.PathLike) or path.exists() or not _is_hub_id(text):
+        if not (path / "tokenizer.json").is_file() and not (path / "tokenizer_config.json").is_file():
+            raise CheckpointError(f"No tokenizer files in {str(path)!r}. {rebuild_hint(path)}")
+        return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    if not env.is_online():
+        raise ModelUnavailableError(
+            f"Cannot load the tokenizer of {text!r}: the hub is not reachable. Offline, use "
+            "course_lib.text.data.course_tokenizer() with the course model.")
+    return AutoTokenizer.from_pretrained(text)

@@ -1,0 +1,705 @@
+"""The three pretraining objectives of chapter 1, written as batch builders you can read.
+
+Every objective turns the same raw token sequences into a different (input, target) pair:
+
+* **Masked LM** (BERT, encoder-only): pick about 15% of the ordinary tokens; of those, 80% become
+  ``<mask>``, 10% a random ordinary token and 10% stay as they are; the model predicts the
+  original token at the picked positions only (labels are -100 everywhere else).
+* **Causal LM** (GPT, decoder-only): the labels are the inputs themselves; transformers' causal
+  models shift them by one inside ``forward``, so position *t* is trained to predict token *t+1*.
+  Padding gets the label -100, which the loss ignores.
+* **Span corruption** (T5, encoder-decoder): about 15% of the tokens, in spans of mean length 3,
+  are cut out of the input and each span is replaced by one sentinel (``<extra_id_0>``,
+  ``<extra_id_1>``, ... in order); the target lists each sentinel followed by the tokens it hid.
+  As in T5, both the input and the target end with ``</s>``.
+
+Each builder returns a dict of ``torch`` tensors (``input_ids``, ``attention_mask``, ``labels``),
+accepts a ``torch.Generator`` (or an int seed) for reproducible randomness, and has a display
+helper (``show_masked_lm``, ``show_causal_lm``, ``show_span_corruption``) that returns a
+:class:`TokenDisplay`: HTML for notebooks (``IPython.display.HTML(view.html)``, or just put the
+object last in a cell) and plain text for terminals (``print(view)``).
+"""
+
+from __future__ import annotations
+
+import html as _html
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Union
+
+import torch
+
+from course_lib.text.data import sentinel_ids
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
+
+__all__ = [
+    "IGNORE_INDEX",
+    "TokenDisplay",
+    "causal_lm_batch",
+    "corrupt_spans",
+    "mask_tokens",
+    "masked_lm_batch",
+    "random_spans_noise_mask",
+    "reconstruct_from_spans",
+    "show_causal_lm",
+    "show_masked_lm",
+    "show_span_corruption",
+    "span_corruption_batch",
+    "span_counts",
+]
+
+#: Label value that transformers' losses ignore.
+IGNORE_INDEX = -100
+
+#: What the builders accept: texts, lists of token ids, a 2-D tensor padded with the pad id,
+#: or a mapping with ``input_ids`` (and optionally ``attention_mask``), e.g. a tokenizer's output.
+Examples = Union[Sequence[str], Sequence[Sequence[int]], torch.Tensor, Mapping[str, Any]]
+GeneratorLike = Union[torch.Generator, int, None]
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared helpers
+# ---------------------------------------------------------------------------------------------
+
+def _generator(generator: GeneratorLike) -> torch.Generator | None:
+    if generator is None or isinstance(generator, torch.Generator):
+        return generator
+    if isinstance(generator, int):
+        g = torch.Generator()
+        g.manual_seed(generator)
+        return g
+    raise TypeError(
+        "generator must be a torch.Generator, an int seed or None, "
+        f"got {type(generator).__name__}."
+    )
+
+
+def _check_probability(name: str, p: float, *, open_interval: bool = True) -> None:
+    ok = (0.0 < p < 1.0) if open_interval else (0.0 <= p <= 1.0)
+    if not ok:
+        interval = "strictly between 0 and 1" if open_interval else "between 0 and 1"
+        raise ValueError(
+            f"{name} must be {interval}, got {p!r}. Pass a fraction such as 0.15 (15%), not a "
+            "percentage."
+        )
+
+
+def _pad_id(tokenizer: PreTrainedTokenizerBase) -> int:
+    pad = getattr(tokenizer, "pad_token_id", None)
+    if pad is None:
+        raise ValueError(
+            "The tokenizer has no padding token, which is needed to batch sequences of different "
+            "lengths. Set one, e.g. tokenizer.pad_token = tokenizer.eos_token, or use "
+            "course_lib.text.data.course_tokenizer()."
+        )
+    return int(pad)
+
+
+def _sequences(
+    examples: Examples,
+    tokenizer: PreTrainedTokenizerBase,
+    *,
+    add_special_tokens: bool,
+    max_length: int | None,
+) -> list[list[int]]:
+    """Turn any accepted input into a list of unpadded token-id lists."""
+    if isinstance(examples, Mapping):
+        if "input_ids" not in examples:
+            raise ValueError("A mapping passed as examples needs an 'input_ids' entry.")
+        ids = examples["input_ids"]
+        mask = examples.get("attention_mask")
+        rows = ids.tolist() if isinstance(ids, torch.Tensor) else [list(r) for r in ids]
+        if mask is None:
+            masks = [[1] * len(r) for r in rows]
+        else:
+            masks = mask.tolist() if isinstance(mask, torch.Tensor) else [list(m) for m in mask]
+        seqs = [[t for t, m in zip(r, mr) if m] for r, mr in zip(rows, masks)]
+    elif isinstance(examples, torch.Tensor):
+        if examples.dim() != 2:
+            raise ValueError(
+                "A tensor of examples must be 2-D (batch, length), got shape "
+                f"{tuple(examples.shape)}."
+            )
+        pad = _pad_id(tokenizer)
+        seqs = [[t for t in row if t != pad] for row in examples.tolist()]
+    elif isinstance(examples, (str, bytes)):
+        raise ValueError("Pass a list of texts, not a single string: e.g. [text] instead of text.")
+    else:
+        examples = list(examples)
+        if examples and all(isinstance(e, str) for e in examples):
+            enc = tokenizer(list(examples), add_special_tokens=add_special_tokens,
+                            truncation=max_length is not None, max_length=max_length)
+            seqs = [list(r) for r in enc["input_ids"]]
+        else:
+            seqs = [[int(t) for t in e] for e in examples]
+    if not seqs:
+        raise ValueError("The batch is empty: pass at least one text or token sequence.")
+    if max_length is not None:
+        if max_length < 1:
+            raise ValueError(f"max_length must be a positive number of tokens, got {max_length}.")
+        seqs = [s[:max_length] for s in seqs]
+    return seqs
+
+
+def _pad(seqs: Sequence[Sequence[int]], value: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad ``seqs`` to the longest one; return (ids, attention mask)."""
+    width = max(len(s) for s in seqs)
+    ids = torch.full((len(seqs), max(width, 1)), value, dtype=torch.long)
+    mask = torch.zeros((len(seqs), max(width, 1)), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        if s:
+            ids[i, : len(s)] = torch.tensor(list(s), dtype=torch.long)
+            mask[i, : len(s)] = 1
+    return ids, mask
+
+
+def _special_ids(tokenizer: PreTrainedTokenizerBase) -> list[int]:
+    return sorted({int(i) for i in tokenizer.all_special_ids})
+
+
+# ---------------------------------------------------------------------------------------------
+# Masked LM
+# ---------------------------------------------------------------------------------------------
+
+def mask_tokens(
+    input_ids: torch.Tensor,
+    tokenizer: PreTrainedTokenizerBase,
+    *,
+    mlm_probability: float = 0.15,
+    mask_replace_prob: float = 0.8,
+    random_replace_prob: float = 0.1,
+    special_tokens_mask: torch.Tensor | None = None,
+    generator: GeneratorLike = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Apply BERT's masking to a padded id tensor: select, then mask / randomise / keep.
+
+    Each non-special token is selected independently with probability ``mlm_probability``
+    (a Bernoulli draw per token, as in transformers' ``DataCollatorForLanguageModeling``). A
+    selected token becomes ``<mask>`` with probability ``mask_replace_prob``, a random token drawn
+    uniformly from the non-special vocabulary with probability ``random_replace_prob``, and stays
+    unchanged otherwise. Special tokens (padding included) are never selected. Returns the new
+    inputs and the labels (the original id at selected positions, -100 elsewhere).
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    _check_probability("mlm_probability", mlm_probability)
+    _check_probability("mask_replace_prob", mask_replace_prob, open_interval=False)
+    _check_probability("random_replace_prob", random_replace_prob, open_interval=False)
+    if mask_replace_prob + random_replace_prob > 1.0 + 1e-9:
+        raise ValueError(
+            f"mask_replace_prob + random_replace_prob must be at most 1, got "
+            f"{mask_replace_prob} + {random_replace_prob}. The rest is the share kept unchanged."
+        )
+    mask_id = getattr(tokenizer, "mask_token_id", None)
+    if mask_id is None:
+        raise ValueError(
+            "The tokenizer has no mask token, which masked language modelling needs. Add one "
+            "with tokenizer.add_special_tokens({'mask_token': '<mask>'}) (and resize the model's "
+            "embeddings), or use course_lib.text.data.course_tokenizer()."
+        )
+    if input_ids.dim() != 2:
+        raise ValueError(
+            f"input_ids must be 2-D (batch, length), got shape {tuple(input_ids.shape)}."
+        )
+    if input_ids.numel() == 0:
+        raise ValueError("The batch is empty: pass at least one non-empty token sequence.")
+    g = _generator(generator)
+    specials = _special_ids(tokenizer)
+    if special_tokens_mask is None:
+        special_tokens_mask = torch.isin(input_ids, torch.tensor(specials, dtype=input_ids.dtype))
+    special_tokens_mask = special_tokens_mask.bool()
+
+    selected = (torch.rand(input_ids.shape, generator=g) < mlm_probability) & ~special_tokens_mask
+    action = torch.rand(input_ids.shape, generator=g)
+    to_mask = selected & (action < mask_replace_prob)
+    to_random = (
+        selected & (action >= mask_replace_prob)
+        & (action < mask_replace_prob + random_replace_prob)
+    )
+
+    ordinary = torch.tensor(
+        sorted(set(range(len(tokenizer))) - set(specials)), dtype=torch.long
+    )
+    random_ids = ordinary[torch.randint(len(ordinary), input_ids.shape, generator=g)]
+
+    inputs = input_ids.clone()
+    inputs[to_mask] = int(mask_id)
+    inputs[to_random] = random_ids[to_random]
+    labels = torch.where(selected, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
+    return inputs, labels
+
+
+def masked_lm_batch(
+    examples: Examples,
+    tokenizer: PreTrainedTokenizerBase,
+    *,
+    mlm_probability: float = 0.15,
+    mask_replace_prob: float = 0.8,
+    random_replace_prob: float = 0.1,
+    max_length: int | None = None,
+    generator: GeneratorLike = None,
+) -> dict[str, torch.Tensor]:
+    """Build a BERT-style masked-LM batch: ``input_ids`` with masks, ``attention_mask``, ``labels``.
+
+    Texts are tokenized with the tokenizer's special tokens (``<s> ... </s>``), truncated to
+    ``max_length`` if given and right-padded; then :func:`mask_tokens` picks ~15% of the ordinary
+    tokens to predict.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    seqs = _sequences(examples, tokenizer, add_special_tokens=True, max_length=max_length)
+    ids, attention = _pad(seqs, _pad_id(tokenizer))
+    special_ids = torch.tensor(_special_ids(tokenizer), dtype=ids.dtype)
+    specials = torch.isin(ids, special_ids) | (attention == 0)
+    inputs, labels = mask_tokens(
+        ids, tokenizer, mlm_probability=mlm_probability, mask_replace_prob=mask_replace_prob,
+        random_replace_prob=random_replace_prob, special_tokens_mask=specials, generator=generator,
+    )
+    return {"input_ids": inputs, "attention_mask": attention, "labels": labels}
+
+
+# ---------------------------------------------------------------------------------------------
+# Causal LM
+# ---------------------------------------------------------------------------------------------
+
+def causal_lm_batch(
+    examples: Examples, tokenizer: PreTrainedTokenizerBase, *, max_length: int | None = None
+) -> dict[str, torch.Tensor]:
+    """Build a GPT-style causal-LM batch: the labels are the inputs, with padding set to -100.
+
+    No shift happens here: transformers' ``*ForCausalLM`` models compare the logits at position
+    *t* with the label at *t+1* inside ``forward``. Nothing is random.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    seqs = _sequences(examples, tokenizer, add_special_tokens=True, max_length=max_length)
+    ids, attention = _pad(seqs, _pad_id(tokenizer))
+    labels = ids.masked_fill(attention == 0, IGNORE_INDEX)
+    return {"input_ids": ids, "attention_mask": attention, "labels": labels}
+
+
+# ---------------------------------------------------------------------------------------------
+# Span corruption
+# ---------------------------------------------------------------------------------------------
+
+def span_counts(
+    length: int, noise_density: float = 0.15, mean_noise_span_length: float = 3.0
+) -> tuple[int, int]:
+    """How many tokens T5 hides in a sequence of ``length`` tokens, and in how many spans.
+
+    ``noise = round(noise_density * length)``, clipped to ``[1, length - 1]``;
+    ``spans = max(1, round(noise / mean_noise_span_length))`` (Python's ``round`` rounds halves to
+    even, like TensorFlow's). The spans are also capped at ``length - noise`` so that every span
+    can be separated by at least one kept token (T5 never reaches that cap at density 0.15).
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    _check_length(length)
+    _check_probability("noise_density", noise_density)
+    if mean_noise_span_length < 1:
+        raise ValueError(
+            f"mean_noise_span_length must be at least 1 token, got {mean_noise_span_length}."
+        )
+    noise = min(max(round(noise_density * length), 1), length - 1)
+    spans = max(1, round(noise / mean_noise_span_length))
+    spans = min(spans, noise, length - noise)
+    return noise, spans
+
+
+def _check_length(length: int) -> None:
+    if length < 2:
+        raise ValueError(
+            f"A sequence of {length} token(s) is too short to corrupt: span corruption needs at "
+            "least 2 tokens (one to keep, one to hide). Drop or merge very short texts first."
+        )
+
+
+def _random_segmentation(n_items: int, n_segments: int, g: torch.Generator | None) -> list[int]:
+    """Split ``n_items`` into ``n_segments`` non-empty parts at random, as T5 does.
+
+    T5 shuffles the ``n_items - 1`` gaps between items and starts a new segment after the first
+    ``n_segments - 1`` of them in shuffled order; the lengths are what is left between the cuts.
+    """
+    if n_segments == 1:
+        return [n_items]
+    order = torch.randperm(n_items - 1, generator=g)
+    first_in_segment = torch.zeros(n_items, dtype=torch.long)
+    first_in_segment[1:] = (order < n_segments - 1).long()
+    segment_id = torch.cumsum(first_in_segment, 0)
+    return torch.bincount(segment_id, minlength=n_segments).tolist()
+
+
+def random_spans_noise_mask(
+    length: int,
+    noise_density: float = 0.15,
+    mean_noise_span_length: float = 3.0,
+    generator: GeneratorLike = None,
+) -> torch.Tensor:
+    """Choose which tokens T5 hides: a boolean mask of ``length`` with noise in random spans.
+
+    Follows ``random_spans_noise_mask`` of the T5 code: the counts come from :func:`span_counts`;
+    the noise tokens and the kept tokens are each cut into that many non-empty random segments,
+    which are interleaved kept, noise, kept, noise, ... so the sequence always starts with kept
+    tokens and every noise span is followed by kept tokens or the end.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    noise, spans = span_counts(length, noise_density, mean_noise_span_length)
+    g = _generator(generator)
+    noise_lengths = _random_segmentation(noise, spans, g)
+    keep_lengths = _random_segmentation(length - noise, spans, g)
+    mask = torch.zeros(length, dtype=torch.bool)
+    pos = 0
+    for keep, hide in zip(keep_lengths, noise_lengths):
+        pos += keep
+        mask[pos : pos + hide] = True
+        pos += hide
+    return mask
+
+
+def corrupt_spans(
+    token_ids: Sequence[int], noise_mask: torch.Tensor | Sequence[bool],
+    sentinels: Sequence[int], eos_id: int | None,
+) -> tuple[list[int], list[int]]:
+    """Replace each noise span by its sentinel; return (input, target) as T5 builds them.
+
+    The k-th noise span becomes ``sentinels[k]`` in the input; the target is ``sentinels[0]``,
+    the hidden tokens of span 0, ``sentinels[1]``, the tokens of span 1, ... Both end with
+    ``eos_id`` (pass None to leave it out).
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    if isinstance(noise_mask, torch.Tensor):
+        noise_mask = noise_mask.tolist()
+    mask = [bool(m) for m in noise_mask]
+    if len(mask) != len(token_ids):
+        raise ValueError(
+            f"noise_mask has {len(mask)} entries but the sequence has {len(token_ids)} tokens."
+        )
+    inputs: list[int] = []
+    targets: list[int] = []
+    span = -1
+    for i, (tok, hide) in enumerate(zip(token_ids, mask)):
+        if hide:
+            if i == 0 or not mask[i - 1]:
+                span += 1
+                if span >= len(sentinels):
+                    raise ValueError(
+                        f"The sequence needs more than {len(sentinels)} sentinels. Use shorter "
+                        "sequences (max_length) or a tokenizer with more <extra_id_N> tokens."
+                    )
+                inputs.append(int(sentinels[span]))
+                targets.append(int(sentinels[span]))
+            targets.append(int(tok))
+        else:
+            inputs.append(int(tok))
+    if eos_id is not None:
+        inputs.append(int(eos_id))
+        targets.append(int(eos_id))
+    return inputs, targets
+
+
+def reconstruct_from_spans(
+    inputs: Sequence[int], targets: Sequence[int], sentinels: Sequence[int], eos_id: int | None
+) -> list[int]:
+    """Rebuild the original sequence from a span-corrupted (input, target) pair.
+
+    Each sentinel in the input is replaced by the tokens that follow the same sentinel in the
+    target, up to the next sentinel or ``eos_id``. Padding (-100 or anything after ``eos_id``)
+    is ignored. This is the exact inverse of :func:`corrupt_spans`.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    sentinel_set = {int(s) for s in sentinels}
+
+    def _strip(seq: Sequence[int]) -> list[int]:
+        out = []
+        for t in seq:
+            t = int(t)
+            if (eos_id is not None and t == eos_id) or t == IGNORE_INDEX:
+                break
+            out.append(t)
+        return out
+
+    spans: dict[int, list[int]] = {}
+    current: int | None = None
+    for t in _strip(targets):
+        if t in sentinel_set:
+            current = t
+            spans[current] = []
+        elif current is None:
+            raise ValueError("The target must start with a sentinel token.")
+        else:
+            spans[current].append(t)
+    rebuilt: list[int] = []
+    for t in _strip(inputs):
+        if t in sentinel_set:
+            if t not in spans:
+                raise ValueError(f"Sentinel id {t} appears in the input but not in the target.")
+            rebuilt.extend(spans[t])
+        else:
+            rebuilt.append(t)
+    return rebuilt
+
+
+def span_corruption_batch(
+    examples: Examples,
+    tokenizer: PreTrainedTokenizerBase,
+    *,
+    noise_density: float = 0.15,
+    mean_noise_span_length: float = 3.0,
+    max_length: int | None = None,
+    generator: GeneratorLike = None,
+) -> dict[str, torch.Tensor]:
+    """Build a T5-style span-corruption batch: ``input_ids``, ``attention_mask``, ``labels``.
+
+    Texts are tokenized without special tokens and truncated to ``max_length`` tokens before
+    corruption; each sequence gets its own :func:`random_spans_noise_mask`. Inputs are padded
+    with the pad id, labels (the targets) with -100; both end with ``</s>``. The returned
+    ``labels`` can be given straight to ``T5ForConditionalGeneration``, which builds the decoder
+    inputs from them.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    _check_probability("noise_density", noise_density)
+    sentinels = sentinel_ids(tokenizer)
+    eos = getattr(tokenizer, "eos_token_id", None)
+    pad = _pad_id(tokenizer)
+    seqs = _sequences(examples, tokenizer, add_special_tokens=False, max_length=max_length)
+    g = _generator(generator)
+    inputs, targets = [], []
+    for i, seq in enumerate(seqs):
+        if len(seq) < 2:
+            raise ValueError(
+                f"Example {i} has {len(seq)} token(s), too short to corrupt: span corruption "
+                "needs at least 2 tokens. Drop or merge very short texts first."
+            )
+        mask = random_spans_noise_mask(len(seq), noise_density, mean_noise_span_length, g)
+        x, y = corrupt_spans(seq, mask, sentinels, eos)
+        inputs.append(x)
+        targets.append(y)
+    input_ids, attention = _pad(inputs, pad)
+    label_ids, label_mask = _pad(targets, pad)
+    labels = label_ids.masked_fill(label_mask == 0, IGNORE_INDEX)
+    return {"input_ids": input_ids, "attention_mask": attention, "labels": labels}
+
+
+# ---------------------------------------------------------------------------------------------
+# Display
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TokenDisplay:
+    """A token-by-token view of one example: ``html`` for notebooks, ``text`` for terminals.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+
+    html: str
+    text: str
+
+    def _repr_html_(self) -> str:
+        return self.html
+
+    def __str__(self) -> str:
+        return self.text
+
+
+_STYLE_BASE = (
+    "display:inline-block;margin:1px;padding:1px 3px;border-radius:3px;white-space:pre;"
+    "font-family:monospace;font-size:90%;"
+)
+_COLOURS = {
+    "mask": ("#ffd166", "#000"),     # amber: replaced by <mask>
+    "random": ("#ef476f", "#fff"),   # red: replaced by a random token
+    "kept": ("#06d6a0", "#000"),     # green: selected but left unchanged
+    "special": ("#e9ecef", "#6c757d"),
+    "pad": ("#f8f9fa", "#adb5bd"),
+    "plain": ("#ffffff", "#000"),
+}
+_SPAN_PALETTE = (
+    "#8ecae6", "#ffb703", "#b5e48c", "#f4a261", "#cdb4db", "#ff8fab", "#90be6d", "#ffd6a5",
+)
+
+
+def _token_text(tokenizer: PreTrainedTokenizerBase, token_id: int) -> str:
+    if token_id in (IGNORE_INDEX,):
+        return "-100"
+    if token_id in set(tokenizer.all_special_ids):
+        return tokenizer.convert_ids_to_tokens(int(token_id))
+    return tokenizer.decode([int(token_id)])
+
+
+def _chip(
+    text: str, kind: str = "plain", title: str | None = None, colour: str | None = None
+) -> str:
+    bg, fg = _COLOURS[kind]
+    if colour is not None:
+        bg, fg = colour, "#000"
+    tip = f' title="{_html.escape(title, quote=True)}"' if title else ""
+    return (f'<span style="{_STYLE_BASE}background:{bg};color:{fg};border:1px solid #ccc"{tip}>'
+            f"{_html.escape(text)}</span>")
+
+
+def _row(tensor_or_list: Any, row: int) -> list[int]:
+    if isinstance(tensor_or_list, torch.Tensor):
+        if tensor_or_list.dim() == 1:
+            return [int(v) for v in tensor_or_list.tolist()]
+        return [int(v) for v in tensor_or_list[row].tolist()]
+    data = list(tensor_or_list)
+    if data and isinstance(data[0], (list, tuple)):
+        return [int(v) for v in data[row]]
+    return [int(v) for v in data]
+
+
+def _legend(items: Sequence[tuple[str, str]]) -> str:
+    return "<div style='margin:4px 0;font-size:85%'>" + " ".join(
+        _chip(label, kind) for label, kind in items) + "</div>"
+
+
+def show_masked_lm(
+    batch: Mapping[str, Any], tokenizer: PreTrainedTokenizerBase, row: int = 0
+) -> TokenDisplay:
+    """Show one masked-LM example: which tokens were masked, randomised or kept, and their labels.
+
+    Colours: amber = replaced by ``<mask>``, red = replaced by a random token, green = selected
+    but unchanged; hover a coloured token for the label it must predict. The text form writes
+    ``[<mask>→cup]``, ``[dog→cup]`` (random) and ``[=cup]`` (kept).
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    ids = _row(batch["input_ids"], row)
+    labels = _row(batch["labels"], row)
+    attention = _row(batch["attention_mask"], row) if "attention_mask" in batch else [1] * len(ids)
+    mask_id = getattr(tokenizer, "mask_token_id", None)
+    specials = set(tokenizer.all_special_ids)
+    chips, words = [], []
+    counts = {"mask": 0, "random": 0, "kept": 0}
+    for tok, lab, att in zip(ids, labels, attention):
+        if not att:
+            continue
+        shown = _token_text(tokenizer, tok)
+        if lab == IGNORE_INDEX:
+            kind = "special" if tok in specials else "plain"
+            chips.append(_chip(shown, kind))
+            words.append(shown)
+            continue
+        target = _token_text(tokenizer, lab)
+        kind = "mask" if tok == mask_id else ("kept" if tok == lab else "random")
+        counts[kind] += 1
+        chips.append(_chip(shown, kind, title=f"label: {target!r}"))
+        words.append(f"[={target}]" if kind == "kept" else f"[{shown}→{target}]")
+    n_real = sum(1 for t, a in zip(ids, attention) if a and t not in specials)
+    n_sel = sum(counts.values())
+    summary = (f"{n_sel} of {n_real} ordinary tokens selected: {counts['mask']} masked, "
+               f"{counts['random']} random, {counts['kept']} kept")
+    html = (
+        "<div>" + _legend([("<mask>", "mask"), ("random", "random"), ("kept", "kept"),
+                           ("special", "special")])
+        + "<div style='line-height:1.9'>" + "".join(chips) + "</div>"
+        + f"<div style='font-size:85%;color:#555'>{_html.escape(summary)}</div></div>"
+    )
+    return TokenDisplay(html=html, text="".join(words) + "\n" + summary)
+
+
+def show_causal_lm(
+    batch: Mapping[str, Any], tokenizer: PreTrainedTokenizerBase, row: int = 0, max_tokens: int = 64
+) -> TokenDisplay:
+    """Show one causal-LM example as pairs: each input token above the next token it must predict.
+
+    The labels equal the inputs; the model shifts them, so the target under position *t* is the
+    label at *t+1*. Padding (label -100) is greyed out and never predicted.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    ids = _row(batch["input_ids"], row)[:max_tokens]
+    labels = _row(batch["labels"], row)[: max_tokens + 1]
+    specials = set(tokenizer.all_special_ids)
+    top, bottom, lines = [], [], []
+    for t, tok in enumerate(ids):
+        nxt = labels[t + 1] if t + 1 < len(labels) else IGNORE_INDEX
+        shown = _token_text(tokenizer, tok)
+        if labels[t] == IGNORE_INDEX and nxt == IGNORE_INDEX:
+            kind = "pad"
+        else:
+            kind = "special" if tok in specials else "plain"
+        top.append(f"<td>{_chip(shown, kind)}</td>")
+        if nxt == IGNORE_INDEX:
+            bottom.append(f"<td>{_chip('·', 'pad', title='nothing to predict')}</td>")
+            if kind != "pad":
+                lines.append(f"{shown!r:>16} → (end)")
+        else:
+            target = _token_text(tokenizer, nxt)
+            bottom.append(f"<td>{_chip(target, 'mask', title='next-token target')}</td>")
+            lines.append(f"{shown!r:>16} → {target!r}")
+    html = (
+        "<table style='border-collapse:collapse'><tr><th style='text-align:right'>input</th>"
+        + "".join(top) + "</tr><tr><th style='text-align:right'>predicts</th>"
+        + "".join(bottom) + "</tr></table>"
+    )
+    return TokenDisplay(html=html, text="\n".join(lines))
+
+
+def show_span_corruption(
+    batch: Mapping[str, Any], tokenizer: PreTrainedTokenizerBase, row: int = 0
+) -> TokenDisplay:
+    """Show one span-corruption example: the input with sentinels, and the target they point to.
+
+    Each sentinel and the tokens it hides share one colour, in the input and in the target. The
+    text form prints the input and target on two lines, plus the rebuilt original.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    sentinels = sentinel_ids(tokenizer)
+    number = {s: k for k, s in enumerate(sentinels)}
+    eos = getattr(tokenizer, "eos_token_id", None)
+    pad = getattr(tokenizer, "pad_token_id", None)
+    ids = _row(batch["input_ids"], row)
+    attention = _row(batch["attention_mask"], row) if "attention_mask" in batch else [1] * len(ids)
+    labels = [t for t in _row(batch["labels"], row) if t != IGNORE_INDEX]
+    ids = [t for t, a in zip(ids, attention) if a and t != pad]
+
+    def render(seq: Sequence[int]) -> tuple[str, str]:
+        chips, words, colour = [], [], None
+        for tok in seq:
+            shown = _token_text(tokenizer, tok)
+            if tok in number:
+                colour = _SPAN_PALETTE[number[tok] % len(_SPAN_PALETTE)]
+                chips.append(_chip(shown, colour=colour, title=f"sentinel {number[tok]}"))
+                words.append(f" {shown}")
+            elif tok == eos:
+                chips.append(_chip(shown, "special"))
+                words.append(shown)
+                colour = None
+            else:
+                in_target_span = colour is not None and seq is labels
+                chips.append(_chip(shown, colour=colour) if in_target_span else _chip(shown))
+                words.append(shown)
+        return "".join(chips), "".join(words)
+
+    in_html, in_text = render(ids)
+    out_html, out_text = render(labels)
+    original = tokenizer.decode(reconstruct_from_spans(ids, labels, sentinels, eos))
+    html = (
+        "<div style='line-height:1.9'><b>input (encoder)</b><br>" + in_html
+        + "<br><b>target (decoder)</b><br>" + out_html
+        + "<br><span style='font-size:85%;color:#555'>rebuilt: "
+        + f"{_html.escape(original)}</span></div>"
+    )
+    text = f"input : {in_text}\ntarget: {out_text}\nrebuilt: {original}"
+    return TokenDisplay(html=html, text=text)
+
+
+def objective_batch(kind: str, windows: list[list[int]], tokenizer: PreTrainedTokenizerBase,
+                    g: torch.Generator) -> dict[str, torch.Tensor]:
+    """The batch of ``kind``'s objective (bert, gpt2 or t5) built from token windows.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    if kind == "bert":
+        return masked_lm_batch(windows, tokenizer, generator=g)
+    if kind == "gpt2":
+        return causal_lm_batch(windows, tokenizer)
+    return span_corruption_batch(windows, tokenizer, generator=g)

@@ -1,0 +1,155 @@
+"""The all-reduce sweep of chapter 10 (course_lib.hardware.allreduce_bench): default sizes, the
+nccl-tests bandwidth arithmetic on a made-up sweep, the table (with and without the fitted model),
+argument checks that start no process, the script's torchrun branch on a one-rank group in this
+process; and, marked slow, a real sweep on 2 gloo ranks and the script starting its own ranks."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from course_lib.hardware import allreduce_bench as cb
+from course_lib.hardware.allreduce_bench import AllReduceSweep
+from course_lib.parallel import cost_model as cm
+from course_lib.parallel import launch
+
+KIB, MIB = 2**10, 2**20
+
+
+def made_up() -> AllReduceSweep:
+    # 4 ranks: bus factor 2 * 3 / 4 = 1.5.
+    return AllReduceSweep(sizes=(1000, 10**6), times=((3e-3, 1e-3, 2e-3), (4e-2, 1e-2)),
+                          world_size=4, backend="gloo")
+
+
+# --- sizes and arithmetic ------------------------------------------------------------------------
+
+def test_default_sizes_are_powers_of_four_from_4_kib():
+    gloo = cb.default_sizes("gloo")
+    assert gloo == [4 * KIB * 4**k for k in range(7)] and gloo[-1] == 16 * MIB
+    nccl = cb.default_sizes("nccl")
+    assert nccl[:7] == gloo and nccl[-1] == 256 * MIB
+
+
+def test_bus_factor_follows_nccl_tests():
+    assert cb.bus_factor(1) == 0
+    assert cb.bus_factor(2) == 1
+    assert cb.bus_factor(8) == pytest.approx(1.75)
+
+
+def test_seconds_and_bandwidths_of_a_made_up_sweep():
+    s = made_up()
+    assert s.repeats == 2
+    assert s.seconds == (1e-3, 1e-2)
+    assert s.median_seconds == (2e-3, pytest.approx(2.5e-2))
+    # algbw = S / t: 1000 B in 1 ms is 1 MB/s = 0.001 GB/s; 1 MB in 10 ms is 0.1 GB/s.
+    assert s.algbw == pytest.approx((1e-3, 0.1))
+    assert s.busbw == pytest.approx((1.5e-3, 0.15))
+    assert s.median_busbw == pytest.approx((1000 / 2e-3 / 1e9 * 1.5, 1e6 / 2.5e-2 / 1e9 * 1.5))
+
+
+def test_fit_uses_the_fastest_runs():
+    s = made_up()
+    link = s.fit()
+    assert link == cm.fit_alpha_beta(s.sizes, s.seconds, 4, name="measured (gloo, 4 ranks)")
+    assert s.fit(name="mine").name == "mine"
+
+
+def test_a_sweep_needs_times_for_every_size():
+    with pytest.raises(ValueError, match="one non-empty list of times per size"):
+        AllReduceSweep((1024, 2048), ((1e-3,),), 2, "gloo")
+    with pytest.raises(ValueError, match="one non-empty list of times per size"):
+        AllReduceSweep((1024,), ((),), 2, "gloo")
+
+
+# --- the table -----------------------------------------------------------------------------------
+
+def test_table_has_one_row_per_size():
+    table = cb.sweep_table(made_up())
+    assert table.headers == ["message", "fastest ms", "median ms", "algbw GB/s", "busbw GB/s"]
+    assert table.rows[0] == ["1000 B", "1.00", "2.00", "0.00100", "0.00150"]
+    assert table.rows[1] == ["976.6 KiB", "10.0", "25.0", "0.100", "0.150"]
+    assert "4 ranks (gloo)" in table.title and "2 interleaved runs" in table.title
+    assert "algbw x 1.5" in table.title
+
+
+def test_table_with_a_model_column():
+    link = cm.LINKS["PCIe 4.0 x16"]
+    sweep = AllReduceSweep((4 * KIB, 16 * MIB), ((1e-4,), (1e-3,)), 2, "nccl", "bf16")
+    table = cb.sweep_table(sweep, link)
+    assert table.headers[-1] == "model ms"
+    assert [row[0] for row in table.rows] == ["4 KiB", "16 MiB"]
+    expected = cm.ring_allreduce_time(16 * MIB, 2, link) * 1e3
+    assert float(table.rows[1][-1]) == pytest.approx(expected, rel=0.01)
+    assert "PCIe 4.0 x16" in table.title and "bf16" in table.title
+
+
+def test_table_refuses_other_things():
+    with pytest.raises(ValueError, match="needs an AllReduceSweep"):
+        cb.sweep_table({"sizes": [1]})
+
+
+# --- argument checks that start no process ------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"sizes": []}, "sizes must be a non-empty list"),
+    ({"sizes": 4096}, "sizes must be a non-empty list"),
+    ({"sizes": [0]}, "every size (bytes) must be a whole number >= 1"),
+    ({"sizes": [1024, -4]}, "every size (bytes) must be a whole number >= 1"),
+    ({"sizes": [1001]}, "not a whole number of 4-byte elements"),
+    ({"sizes": [1001], "dtype": "bf16"}, "2-byte elements"),
+    ({"nprocs": 1}, "an all-reduce needs at least 2 ranks"),
+    ({"nprocs": 2.0}, "nprocs must be a whole number >= 2"),
+    ({"repeats": 0}, "repeats must be a whole number >= 1"),
+    ({"warmup": -1}, "warmup must be a whole number >= 0"),
+    ({"dtype": "int8"}, "unknown dtype 'int8'"),
+    ({"backend": "mpi"}, "'auto', 'gloo' or 'nccl'"),
+])
+def test_bad_arguments_say_what_to_pass(kwargs, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        cb.measure_allreduce(**kwargs)
+
+
+def test_the_worker_checks_before_joining_a_group():
+    with pytest.raises(ValueError, match="4-byte elements"):
+        cb.allreduce_sweep([3])
+    with pytest.raises(ValueError, match="unknown backend"):
+        cb.default_sizes("mpi")
+
+
+def test_script_as_one_torchrun_rank(monkeypatch, capsys):
+    """The torchrun branch of main(), on a one-rank gloo group in this very process."""
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    monkeypatch.setenv("MASTER_ADDR", launch.HOST)
+    monkeypatch.setenv("MASTER_PORT", str(launch.free_port()))
+    monkeypatch.setenv("COURSE_LIB_BACKEND", "gloo")
+    assert cb.main(["--sizes", "1024", "4096", "--repeats", "2", "--warmup", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "over 1 ranks (gloo)" in out and "1 KiB" in out and "4 KiB" in out
+    assert not launch.dist.is_initialized()  # the worker left its group
+
+
+# --- real processes -----------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_a_real_sweep_on_two_gloo_ranks():
+    sweep = cb.measure_allreduce([1024, 65536], nprocs=2, repeats=2, backend="gloo", timeout=120)
+    assert sweep.sizes == (1024, 65536)
+    assert sweep.world_size == 2 and sweep.backend == "gloo" and sweep.dtype == "fp32"
+    assert len(sweep.times) == 2 and all(len(t) == 2 for t in sweep.times)
+    assert all(t > 0 for run in sweep.times for t in run)
+    assert all(b > 0 for b in sweep.busbw)
+    assert sweep.busbw == pytest.approx(sweep.algbw)  # 2 ranks: 2 (N - 1) / N = 1
+    table = cb.sweep_table(sweep)
+    assert [row[0] for row in table.rows] == ["1 KiB", "64 KiB"]
+
+
+@pytest.mark.slow
+def test_the_script_starts_its_own_ranks(capsys, monkeypatch):
+    monkeypatch.delenv("RANK", raising=False)
+    # Sizes far apart (4 KiB, 16 MiB): on a busy machine the fit still sees the time grow.
+    assert cb.main(["--sizes", "4096", "16777216", "--repeats", "3", "--backend", "gloo"]) == 0
+    out = capsys.readouterr().out
+    assert "over 2 ranks (gloo)" in out and "model ms" in out
