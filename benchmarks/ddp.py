@@ -82,14 +82,14 @@ def main() -> int:
         wall = time.perf_counter() - start
         ranks = [ddp.timings(r) for r in results]
         # the ranks move in step: the slowest one counts
-        speeds[n, threads] = min(m["tokens_per_second"] for m in ranks)
-        shares[n, threads] = statistics.mean(m["all_reduce_share"] for m in ranks)
-        step_bytes = ranks[0]["bytes_per_step"]
-        rows.append([n, results[0]["backend"], threads, args.global_batch // n,
-                     f"{statistics.median(m['step'] for m in ranks) * 1e3:,.0f}",
+        speeds[n, threads] = min(m.tokens_per_second for m in ranks)
+        shares[n, threads] = statistics.mean(m.all_reduce_share for m in ranks)
+        step_bytes = ranks[0].bytes_per_step
+        rows.append([n, results[0].backend, threads, args.global_batch // n,
+                     f"{statistics.median(m.step for m in ranks) * 1e3:,.0f}",
                      f"{speeds[n, threads]:,.0f}", f"{speeds[n, threads] / speeds[runs[0]]:.2f}x",
                      f"{step_bytes / 2**20:.2f}",
-                     f"{statistics.mean(m['all_reduce'] for m in ranks) / (args.steps - 1) * 1e3:,.1f}",
+                     f"{statistics.mean(m.all_reduce for m in ranks) / (args.steps - 1) * 1e3:,.1f}",
                      f"{shares[n, threads]:.0%}", f"{wall:.1f}"])
     first = f"{runs[0][0]} rank(s) x {runs[0][1]} thread(s)"
     print(Table(["ranks", "backend", "threads/rank", "rows/rank", "step (ms)", "tokens/s",

@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 from course_lib.base.tables import Table  # noqa: E402
 from course_lib.chapters import ch09  # noqa: E402
-from course_lib.parallel import launch  # noqa: E402
+from course_lib.parallel import ddp, launch  # noqa: E402
 
 TARGET = "course_lib.parallel.fsdp:train_many"
 
@@ -59,15 +59,15 @@ def main() -> int:
                    "seq_len": args.seq_len, "return_parameters": False} for run in runs_for(n)]
         start = time.perf_counter()
         results = ch09.by_run(launch.launch(TARGET, n, {"runs": kwargs}, timeout=600,
-                                                 echo=False))
+                                            echo=False))
         print(f"{n} ranks: {len(results)} runs in {time.perf_counter() - start:.0f} s", flush=True)
         memory = ch09.memory_table(results)
         volume = ch09.volume_table(results)
         for run, held, moved in zip(results, memory.rows, volume.rows):
-            fullest = max(sum(r["state_bytes"].values()) for r in run)
+            fullest = max(sum(r.state_bytes.values()) for r in run)
             rows.append([ch09.label(run), f"{fullest / 1e6:.2f}", held[5],
-                         f"{max(r['peak_parameter_bytes'] for r in run) / 1e6:.2f}", moved[5],
-                         moved[6], f"{ch09.step_seconds(run[0]) * 1e3:.0f}"])
+                         f"{max(r.peak_parameter_bytes for r in run) / 1e6:.2f}", moved[5],
+                         moved[6], f"{ddp.median_step(run[0].step_times) * 1e3:.0f}"])
     print(Table(["run", "held (MB)", "ZeRO formula (MB)", "peak parameters (MB)",
                  "moved per step (Psi)", "formula (Psi)", "median step (ms)"], rows,
                 title="The course GPT-2 under each sharding strategy on this machine"))

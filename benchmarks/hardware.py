@@ -1,6 +1,6 @@
 """This machine's measured figures, chapter 10's way: compute, memory, roofline, disk, CPU, links.
 
-Run ``python benchmarks/matmul.py`` (``--quick`` for smaller, faster measurements, ``--full`` to
+Run ``python benchmarks/hardware.py`` (``--quick`` for smaller, faster measurements, ``--full`` to
 print every measurement's own table too, ``--directory DIR`` for the disk to read). It prints one
 table: peak matrix throughput per dtype (``course_lib.hardware.matmul``), STREAM triad bandwidth in the
 caches and from main memory (``course_lib.hardware.stream``), the ridge point they make, disk
@@ -20,14 +20,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from course_lib.base.tables import Table  # noqa: E402
-from course_lib.hardware import (  # noqa: E402
-    allreduce_bench,  # noqa: E402
-    disk,
-    input_pipeline,
-    matmul,
-    roofline,
-    stream,
-)
+from course_lib.hardware import allreduce_bench, disk, input_pipeline, matmul, roofline, stream  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,11 +45,11 @@ def main(argv: list[str] | None = None) -> int:
                      f"{best.size} x {best.size}, median run +{best.spread:.0%}"])
 
     sets = (2**16, 2**20, 2**26) if args.quick else None
-    stream = stream.measure_bandwidth(["triad"], sets, repeats=repeats, progress=None)
-    for r in stream:
+    bandwidth = stream.measure_bandwidth(["triad"], sets, repeats=repeats, progress=None)
+    for r in bandwidth:
         rows.append([f"triad, {r.working_set / 2**20:,.2f} MiB", f"{r.gb_per_s:,.1f} GB/s",
                      f"one thread, median {r.median_gb_per_s:,.1f} GB/s"])
-    dram = stream.peak_bandwidth(stream)
+    dram = stream.peak_bandwidth(bandwidth)
     roof = roofline.Roof("this CPU", matmul.peak_result(products).gflops * 1e9,
                          dram.gb_per_s * 1e9)
     rows.append(["ridge point (FP32 peak / main memory)", f"{roof.ridge:,.1f} FLOP/byte",
@@ -95,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
                 title=f"this machine, fastest of {repeats} runs "
                       f"({time.perf_counter() - start:.0f} s in all)"))
     if args.full:
-        for table in (matmul.matmul_table(products), stream.bandwidth_table(stream),
+        for table in (matmul.matmul_table(products), stream.bandwidth_table(bandwidth),
                       allreduce_bench.sweep_table(sweep, link)):
             print()
             print(table)

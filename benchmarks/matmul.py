@@ -2,9 +2,9 @@
 
 Run ``python benchmarks/matmul.py`` (``--sizes 512 1024``, ``--dtypes fp32 bf16 fp16``,
 ``--repeats 5``, ``--device cpu`` to choose). Each product of two seeded n x n matrices counts
-2 n**3 floating-point operations; each cell is the best of several timings (see
-``course_lib.hardware.matmul.time_matmul``), and the last column is the throughput divided by FP32's at
-the same size: above 1x the low precision is faster here, below 1x it is slower. A 16-bit dtype
+2 n**3 floating-point operations; each cell is the fastest of several interleaved runs (see
+``course_lib.hardware.matmul.matmul_benchmark``), and the last column is the throughput divided by FP32's
+at the same size: above 1x the low precision is faster here, below 1x it is slower. A 16-bit dtype
 is fast only where the hardware has units for it (the CPU features are printed first).
 """
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Run every test: unit and property tests, nbval over every notebook, and the browser tests
-# (Playwright driving Debian's chromium in JupyterLab and on the built book).
+# Run every test: unit and property tests, nbval over every notebook, the browser tests (Playwright
+# driving chromium or Chrome in JupyterLab and on the built book; COURSE_BROWSER=/path picks one) and
+# the wheel job (tests/test_wheel.py: the course built, installed in a fresh virtual environment, run).
 # Sets up .venv and builds the book first when they are missing. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,10 +1,11 @@
 """The all-reduce sweep of chapter 10 (course_lib.hardware.allreduce_bench): default sizes, the
 nccl-tests bandwidth arithmetic on a made-up sweep, the table (with and without the fitted model),
-argument checks that start no process, the script's torchrun branch on a one-rank group in this
-process; and, marked slow, a real sweep on 2 gloo ranks and the script starting its own ranks."""
+argument checks that start no process, the worker and the script's torchrun branch on a one-rank
+group in this process (the worker's result pickles, as the launcher needs); and, marked slow, a real sweep on 2 gloo ranks and the script starting its own ranks."""
 
 from __future__ import annotations
 
+import pickle
 import re
 
 import pytest
@@ -26,16 +27,15 @@ def made_up() -> AllReduceSweep:
 # --- sizes and arithmetic ------------------------------------------------------------------------
 
 def test_default_sizes_are_powers_of_four_from_4_kib():
-    gloo = cb.default_sizes("gloo")
+    gloo = cb._default_sizes("gloo")
     assert gloo == [4 * KIB * 4**k for k in range(7)] and gloo[-1] == 16 * MIB
-    nccl = cb.default_sizes("nccl")
+    nccl = cb._default_sizes("nccl")
     assert nccl[:7] == gloo and nccl[-1] == 256 * MIB
 
 
 def test_bus_factor_follows_nccl_tests():
-    assert cb.bus_factor(1) == 0
-    assert cb.bus_factor(2) == 1
-    assert cb.bus_factor(8) == pytest.approx(1.75)
+    factors = [AllReduceSweep((8,), ((1.0,),), n, "gloo").bus_factor for n in (1, 2, 8)]
+    assert factors == [0, 1, pytest.approx(1.75)]
 
 
 def test_seconds_and_bandwidths_of_a_made_up_sweep():
@@ -69,7 +69,7 @@ def test_table_has_one_row_per_size():
     table = cb.sweep_table(made_up())
     assert table.headers == ["message", "fastest ms", "median ms", "algbw GB/s", "busbw GB/s"]
     assert table.rows[0] == ["1000 B", "1.00", "2.00", "0.00100", "0.00150"]
-    assert table.rows[1] == ["976.6 KiB", "10.0", "25.0", "0.100", "0.150"]
+    assert table.rows[1] == ["977 KiB", "10.0", "25.0", "0.100", "0.150"]
     assert "4 ranks (gloo)" in table.title and "2 interleaved runs" in table.title
     assert "algbw x 1.5" in table.title
 
@@ -115,16 +115,29 @@ def test_the_worker_checks_before_joining_a_group():
     with pytest.raises(ValueError, match="4-byte elements"):
         cb.allreduce_sweep([3])
     with pytest.raises(ValueError, match="unknown backend"):
-        cb.default_sizes("mpi")
+        cb._default_sizes("mpi")
 
 
-def test_script_as_one_torchrun_rank(monkeypatch, capsys):
-    """The torchrun branch of main(), on a one-rank gloo group in this very process."""
+@pytest.fixture
+def one_rank(monkeypatch):
+    """torchrun's environment for a one-rank gloo group in this very process."""
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "1")
     monkeypatch.setenv("MASTER_ADDR", launch.HOST)
     monkeypatch.setenv("MASTER_PORT", str(launch.free_port()))
     monkeypatch.setenv("COURSE_LIB_BACKEND", "gloo")
+
+
+def test_the_worker_returns_a_sweep_that_pickles(one_rank):
+    sweep = cb.allreduce_sweep([1024, 4096], repeats=2, warmup=0, dtype="BF16")
+    assert isinstance(sweep, AllReduceSweep) and pickle.loads(pickle.dumps(sweep)) == sweep
+    assert (sweep.sizes, sweep.world_size, sweep.backend, sweep.dtype) == ((1024, 4096), 1, "gloo", "bf16")
+    assert [len(t) for t in sweep.times] == [2, 2]
+    assert not launch.dist.is_initialized()  # the worker left its group
+
+
+def test_script_as_one_torchrun_rank(one_rank, capsys):
+    """The torchrun branch of main()."""
     assert cb.main(["--sizes", "1024", "4096", "--repeats", "2", "--warmup", "1"]) == 0
     out = capsys.readouterr().out
     assert "over 1 ranks (gloo)" in out and "1 KiB" in out and "4 KiB" in out

@@ -6,10 +6,14 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import copy  # noqa: E402
+
 import matplotlib.pyplot as plt  # noqa: E402
 import torch  # noqa: E402
+from conftest import tiny_gpt2  # noqa: E402
 
 from course_lib.chapters import ch06  # noqa: E402
+from course_lib.compression import prune  # noqa: E402
 
 SWEEP = {"layer": {0.0: (2.6, 2.6), 0.5: (3.0, 2.7)}, "global": {0.0: (2.6, 2.6), 0.5: (3.2, 2.8)}}
 
@@ -41,3 +45,12 @@ def test_sweep_table_lists_every_sparsity_and_both_stages():
     assert "Test perplexity (dense model: 2.60)" in text
     assert "layer: pruned" in text and "global: fine-tuned" in text
     assert "50%" in text and "3.20" in text and "2.80" in text
+
+
+def test_sparsity_table_counts_zeros():
+    model = tiny_gpt2(hidden=16, vocab=40, layers=2, positions=32, seed=3)
+    pruned = prune.apply_masks(copy.deepcopy(model), prune.magnitude_masks(model, 0.5))
+    table = ch06.sparsity_table(pruned)
+    text = str(table)
+    assert "attn.c_attn" in text and "all prunable weights" in text and "50.0%" in text
+    assert "<table" in table._repr_html_()

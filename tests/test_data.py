@@ -15,14 +15,17 @@ from pathlib import Path
 import pytest
 
 from course_lib.base import env
-from course_lib.text import data
+from course_lib.text import data, story_discoveries, story_troubles, story_world
 from course_lib.text import stories as S
+from course_lib.text.story_world import WORDS
 
 # SHA-256 of the built-in corpus (CORPUS_VERSION "course-stories-v1"). If the generator changes on
 # purpose, bump CORPUS_VERSION and update this value; test_pinned_hash_is_reproduced_by_generation
 # recomputes it from scratch, so the pin can only pass if generation really gives these bytes.
 PINNED_SHA256 = "1c393d1a48a94cbaf7cee32cfed7ae1d934a511cc3ae9827d62f3f832ca5fe86"
 WORD = re.compile(r"[A-Za-z]+")
+#: The verbs that may follow a line of dialogue: '"Are you hurt?" asked Mom.'
+DIALOGUE_TAGS = {"said", "asked", "shouted", "whispered", "called", "replied"}
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +57,7 @@ def test_pinned_hash_is_reproduced_by_generation():
 
 def test_same_bytes_in_a_fresh_interpreter_with_another_hash_seed():
     # Set iteration order changes with PYTHONHASHSEED; the corpus must not depend on it.
-    code = "from course_lib import stories; print(stories.corpus_sha256())"
+    code = "from course_lib.text import stories; print(stories.corpus_sha256())"
     env = dict(os.environ, PYTHONHASHSEED="12345")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          cwd=Path(__file__).resolve().parents[1], check=True, timeout=60)
@@ -105,6 +108,14 @@ def test_words_come_from_the_generator_vocabulary(splits):
     assert {"the", "and", "to", "was"} <= top
 
 
+def test_every_word_table_is_used_and_read_only():
+    code = "".join(Path(m.__file__).read_text(encoding="utf-8")
+                   for m in (S, story_world, story_troubles, story_discoveries))
+    unused = [name for name in vars(WORDS) if f"WORDS.{name}" not in code]
+    assert not unused, f"word tables no plot uses: {unused}"
+    assert isinstance(WORDS.places[0][2], tuple)  # rows are tuples, all the way down
+
+
 def test_sentences_look_like_english(splits):
     n_sentences = 0
     lengths = []
@@ -117,7 +128,7 @@ def test_sentences_look_like_english(splits):
             # A lower-case start is only allowed for a dialogue tag: '"Are you hurt?" asked Mom.'
             if sentence[0].islower():
                 assert previous.endswith(('?"', '!"')), sentence
-                assert sentence.split()[0] in S._W_SAID, sentence
+                assert sentence.split()[0] in DIALOGUE_TAGS, sentence
             else:
                 assert sentence[0].isupper() or sentence[0] == '"', sentence
                 n_sentences += 1
@@ -141,7 +152,7 @@ def test_cause_and_effect_is_consistent(splits):
 
 
 def test_shop_arithmetic_is_right(splits):
-    numbers = {w: i for i, w in enumerate(S._W_NUMBERS)}
+    numbers = {w: i for i, w in enumerate(WORDS.numbers)}
     checked = 0
     for story in splits["train"]:
         have = re.search(r"(\w+) coins in (his|her) (pocket|piggy bank)", story)
@@ -158,7 +169,7 @@ def test_shop_arithmetic_is_right(splits):
 
 
 def test_pronouns_agree_with_the_character():
-    girls, boys = set(S._W_GIRLS), set(S._W_BOYS)
+    girls, boys = set(WORDS.girls), set(WORDS.boys)
     checked = 0
     for story in S.generate_stories(400, seed=3):
         m = re.match(r"(\w+) (wanted to learn|had a |dreamed of becoming|wanted to be)", story)

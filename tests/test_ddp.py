@@ -3,22 +3,28 @@ checks and DistributedSampler's shards, each rank's micro-batches cut from the s
 gradient accumulation in one process; and, marked slow, real DDP runs on 2 gloo processes: the same
 training as one process on the global batch (float64 and float32), bit-identical ranks, no_sync's
 halved all-reduces, the course's ring hook and its bytes, the memory of the model states, DDP's
-buckets; and the torchrun entry point."""
+buckets; and the torchrun entry point. Also the typed results and chapter 8's scaling plot."""
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
+import inspect
 import os
+import pickle
 import re
 import subprocess
 import sys
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import pytest
 import torch
 
+from course_lib.chapters import ch08
 from course_lib.numbers import memory
-from course_lib.parallel import cost_model, ddp, launch
+from course_lib.parallel import cost_model, ddp, launch, ring
+from course_lib.parallel.traffic import BucketRecord
 from course_lib.text import course_model, data, models, training
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -150,11 +156,11 @@ def runs():
     return out
 
 
-def by_step(result: dict) -> list[list[tuple]]:
+def by_step(result: ddp.DDPRank) -> list[list[BucketRecord]]:
     """A rank's bucket records grouped by optimizer step: the step whose end follows the all-reduce."""
-    steps: list[list[tuple]] = [[] for _ in result["step_times"]]
-    for record in result["buckets"]:
-        steps[bisect.bisect_left(result["step_times"], record[4])].append(record)
+    steps: list[list[BucketRecord]] = [[] for _ in result.step_times]
+    for record in result.buckets:
+        steps[bisect.bisect_left(result.step_times, record.done)].append(record)
     return steps
 
 
@@ -168,25 +174,25 @@ def test_ddp_trains_like_one_process_on_the_global_batch(runs, dtype, bound):
     """Measured: 1.2e-14 in float64, 1.0e-5 in float32 (after 4 steps)."""
     rank0, rank1 = runs[dtype]
     single = runs[f"single {dtype}"]
-    assert rank0["rows"] == [0, 2, 4, 6] and rank1["rows"] == [1, 3, 5, 7]
-    assert rank0["parameters"].dtype == getattr(torch, dtype)
-    assert max_gap(rank0["parameters"], single["parameters"]) < bound
-    assert torch.equal(rank0["parameters"], rank1["parameters"])
-    assert rank0["checksums"] == rank1["checksums"] and len(rank0["checksums"]) == BASE["steps"]
-    mean = [(a + b) / 2 for a, b in zip(rank0["history"], rank1["history"])]
+    assert rank0.rows == (0, 2, 4, 6) and rank1.rows == (1, 3, 5, 7)
+    assert rank0.parameters.dtype == getattr(torch, dtype)
+    assert max_gap(rank0.parameters, single.parameters) < bound
+    assert torch.equal(rank0.parameters, rank1.parameters)
+    assert rank0.checksums == rank1.checksums and len(rank0.checksums) == BASE["steps"]
+    mean = [(a + b) / 2 for a, b in zip(rank0.history, rank1.history)]
     # Not closer: transformers computes the loss in float32 even for a float64 model, and each rank
     # averages its own 4 rows' tokens in another order than one process averaging all 8.
-    assert mean == pytest.approx(single["history"], rel=1e-6)
+    assert mean == pytest.approx(single.history, rel=1e-6)
 
 
 @pytest.mark.slow
 def test_no_sync_all_reduces_once_per_step_and_trains_the_same(runs):
     quiet, chatty = runs["no_sync"][0], runs["sync"][0]
-    assert torch.allclose(quiet["parameters"], chatty["parameters"], rtol=0, atol=1e-12)
-    assert max_gap(quiet["parameters"], runs["single float64"]["parameters"]) < 1e-12
+    assert torch.allclose(quiet.parameters, chatty.parameters, rtol=0, atol=1e-12)
+    assert max_gap(quiet.parameters, runs["single float64"].parameters) < 1e-12
     # A round of all-reduces starts with bucket 0; no_sync skips the round of the first micro-batch.
-    assert [sum(r[1] == 0 for r in step) for step in by_step(quiet)] == [1] * BASE["steps"]
-    assert [sum(r[1] == 0 for r in step) for step in by_step(chatty)] == [2] * BASE["steps"]
+    assert [sum(r.index == 0 for r in step) for step in by_step(quiet)] == [1] * BASE["steps"]
+    assert [sum(r.index == 0 for r in step) for step in by_step(chatty)] == [2] * BASE["steps"]
     # From step 1 on (DDP puts every gradient in one bucket at first, then rebuilds its buckets):
     quiet_steps, chatty_steps = by_step(quiet), by_step(chatty)
     for q, c in list(zip(quiet_steps, chatty_steps))[1:]:
@@ -201,22 +207,22 @@ def test_ring_hook_sends_what_the_cost_model_says_and_trains_like_all_reduce(run
     ring, counting = runs["ring"], runs["float64"]
     for rank in ring:
         for step in by_step(rank):
-            tensor_bytes = sum(r[2] for r in step)
-            sent = sum(r[5] for r in step)
+            tensor_bytes = sum(r.n_bytes for r in step)
+            sent = sum(r.sent for r in step)
             assert abs(sent - cost_model.ring_allreduce_bytes(tensor_bytes, 2)) <= 8 * len(step)
-        assert all(r[5] == 0 for r in counting[rank["rank"]]["buckets"])  # only the ring counts bytes
-    assert max_gap(ring[0]["parameters"], counting[0]["parameters"]) <= 1e-12
-    assert ring[0]["checksums"] == ring[1]["checksums"]
+        assert all(r.sent is None for r in counting[rank.rank].buckets)  # only the ring counts bytes
+    assert max_gap(ring[0].parameters, counting[0].parameters) <= 1e-12
+    assert ring[0].checksums == ring[1].checksums
 
 
 @pytest.mark.slow
 def test_model_states_take_the_bytes_of_the_memory_model(runs):
     result = runs["float32"][0]
-    n = result["n_params"]
-    states = result["state_bytes"]
+    n = result.n_params
+    states = result.state_bytes
     assert states["parameters"] == states["gradients"] == 4 * n
     assert states["optimizer states"] == 2 * states["parameters"]  # AdamW: exp_avg and exp_avg_sq
-    assert runs["float32"][1]["state_bytes"] == states
+    assert runs["float32"][1].state_bytes == states
     predicted = memory.training_memory(n, "fp32", "adam", gpus=2)
     assert (predicted.weights, predicted.gradients, predicted.optimizer_states) == (
         states["parameters"], states["gradients"], states["optimizer states"])
@@ -229,13 +235,13 @@ def test_buckets_hold_every_gradient_and_a_smaller_cap_makes_more(runs):
     default, 1,056,768 + 4,279,296 bytes (DDP's first bucket of about 1 MiB, then up to 25 MiB) and
     with bucket_cap_mb=1.0, 1,056,768 + 1,057,280 + 1,058,304 + 2,163,712 (one tensor alone is 2 MB)."""
     default, small = runs["float32"][0], runs["cap 1 MiB"][0]
-    gradient_bytes = 4 * default["n_params"]
+    gradient_bytes = 4 * default.n_params
     layouts = {}
     for name, result in (("default", default), ("small", small)):
         steps = by_step(result)
-        assert all(sum(r[2] for r in step) == gradient_bytes for step in steps)
-        assert [r[1] for r in steps[0]] == [0]  # the first step: one bucket of everything
-        later = [[r[2] for r in sorted(step, key=lambda r: r[1])] for step in steps[1:]]
+        assert all(sum(r.n_bytes for r in step) == gradient_bytes for step in steps)
+        assert [r.index for r in steps[0]] == [0]  # the first step: one bucket of everything
+        later = [[r.n_bytes for r in sorted(step, key=lambda r: r.index)] for step in steps[1:]]
         assert all(layout == later[0] for layout in later)  # rebuilt once, then fixed
         layouts[name] = later[0]
     assert len(layouts["small"]) > len(layouts["default"]) >= 2
@@ -264,12 +270,38 @@ def test_torchrun_entry_point_trains_and_checks_against_one_process():
 
 def test_timings_leave_out_the_first_step_and_place_buckets_by_round():
     """Three steps, one all-reduce round each: only steps 2 and 3 are timed."""
-    result = {"step_times": [1.0, 2.0, 4.0], "rounds": [1, 2, 3], "tokens": 300,
-              "buckets": [(0, 0, 10, 0.5, 0.9, 0), (1, 0, 10, 1.5, 1.75, 0),
-                          (2, 0, 10, 3.0, 3.5, 0), (2, 1, 5, 3.5, 3.75, 0)]}
+    buckets = [BucketRecord(0, 0, 10, 0.5, 0.9), BucketRecord(1, 0, 10, 1.5, 1.75),
+               BucketRecord(2, 0, 10, 3.0, 3.5), BucketRecord(2, 1, 5, 3.5, 3.75)]
+    result = ddp.DDPRank(history=(), checksums=(), state_bytes={}, parameters=None, rank=0,
+                         world_size=2, backend="gloo", rows=(), start=0.0,
+                         step_times=(1.0, 2.0, 4.0), forwards=(), rounds=(1, 2, 3),
+                         buckets=tuple(buckets), tokens=300, n_params=0, threads=1)
+    assert pickle.loads(pickle.dumps(result)) == result  # the launcher sends it between processes
     t = ddp.timings(result)
-    assert t["seconds"] == 3.0 and t["tokens_per_second"] == 200 / 3.0
-    assert t["all_reduce"] == 0.25 + 0.5 + 0.25 and t["bytes_per_step"] == 15
-    assert t["step"] == 1.5
+    assert t == ddp.Timings(seconds=3.0, tokens_per_second=200 / 3.0, step=1.5,
+                            all_reduce=0.25 + 0.5 + 0.25, all_reduce_share=1.0 / 3.0,
+                            bytes_per_step=15)
     with pytest.raises(ValueError, match="at least 2 steps"):
-        ddp.timings(dict(result, step_times=[1.0]))
+        ddp.timings(dataclasses.replace(result, step_times=(1.0,)))
+
+
+@pytest.mark.parametrize("function", [ddp.train_ddp, ddp.wrap_ddp, ring.ring_all_reduce])
+def test_functions_shown_whole_on_the_page_fit_the_books_column(function):
+    assert max(map(len, inspect.getsource(function).splitlines())) <= 88
+
+
+def test_the_scaling_plot_is_labelled():
+    fig = ch08.plot_scaling(0.05, 1e9, [8, 1, 2, 4], ["PCIe 4.0 x16", "NVLink 4 (H100)"])
+    speed, eff = fig.axes
+    for ax in (speed, eff):
+        assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
+    assert [t.get_text() for t in speed.get_legend().get_texts()] == \
+        ["ideal", "PCIe 4.0 x16", "NVLink 4 (H100)"]
+    assert list(speed.lines[0].get_xdata()) == [1, 2, 4, 8]
+    assert max(eff.lines[0].get_ydata()) == pytest.approx(100)
+    plt.close(fig)
+
+
+def test_the_scaling_plot_needs_a_size_and_a_link():
+    with pytest.raises(ValueError, match="at least one world size"):
+        ch08.plot_scaling(0.1, 1e9, [], ["PCIe 4.0 x16"])

@@ -1,4 +1,5 @@
-"""Tests for course_lib.hardware.disk: disk-read results, their cleanup and errors, and the load-time arithmetic.
+"""Tests for course_lib.hardware.disk: disk-read results, their cleanup and errors, the load-time arithmetic,
+and chapter 10's tables of them.
 
 Timings are only checked for sanity (positive, finite): the machine is shared and its disk varies.
 """
@@ -12,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from course_lib.chapters import ch10
 from course_lib.hardware import disk
 from course_lib.hardware.disk import ReadResult
 
@@ -28,13 +30,13 @@ def leftovers(directory):
     return sorted(p.name for p in Path(directory).iterdir())
 
 
-@pytest.mark.parametrize("pattern", disk.PATTERNS)
+@pytest.mark.parametrize("pattern", disk._PATTERNS)
 def test_each_pattern_gives_a_complete_result_and_leaves_no_file(tmp_path, pattern):
     (tmp_path / "keep.txt").write_text("not ours")
     before = leftovers(tmp_path)
     r = disk.read_speed(tmp_path, pattern=pattern, random_reads=10, **SMALL)
     assert leftovers(tmp_path) == before
-    assert r.pattern == pattern and r.method in disk.METHODS
+    assert r.pattern == pattern and r.method in (disk.O_DIRECT, disk.FADVISE, disk.WARM_CACHE)
     assert (r.method == disk.WARM_CACHE) == (pattern == "cached")
     assert r.file_bytes == 2**20 and r.block_bytes == 64 * 1024
     assert r.bytes_read == (10 * 64 * 1024 if pattern == "random" else 2**20)
@@ -75,7 +77,7 @@ def test_the_file_is_removed_when_reading_fails(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(storage, "_read_blocks", broken)
+    monkeypatch.setattr(disk, "_read_blocks", broken)
     with pytest.raises(RuntimeError, match="disk on fire"):
         disk.read_speed(tmp_path, **SMALL)
     assert leftovers(tmp_path) == []
@@ -85,7 +87,7 @@ def test_the_file_is_removed_on_keyboard_interrupt(tmp_path, monkeypatch):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(storage, "_read_blocks", interrupted)
+    monkeypatch.setattr(disk, "_read_blocks", interrupted)
     with pytest.raises(KeyboardInterrupt):
         disk.read_speed(tmp_path, pattern="cached", **SMALL)
     assert leftovers(tmp_path) == []
@@ -100,7 +102,7 @@ def test_a_filesystem_that_refuses_o_direct_falls_back_to_fadvise(tmp_path, monk
             raise OSError(errno.EINVAL, "Invalid argument")
         return real_open(path, direct)
 
-    monkeypatch.setattr(storage, "_open", refuse_direct)
+    monkeypatch.setattr(disk, "_open", refuse_direct)
     for pattern, reads in (("sequential", 16), ("random", 40)):  # 40 > 16 blocks: dropped after each read
         r = disk.read_speed(tmp_path, pattern=pattern, random_reads=40, **SMALL)
         assert r.method == disk.FADVISE and r.bytes_read == reads * 64 * 1024
@@ -112,7 +114,7 @@ def test_other_errors_under_o_direct_are_not_hidden_by_the_fallback(tmp_path, mo
     def io_error(path, direct):
         raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(storage, "_open", io_error)
+    monkeypatch.setattr(disk, "_open", io_error)
     with pytest.raises(OSError, match="Input/output"):
         disk.read_speed(tmp_path, **SMALL)
     assert leftovers(tmp_path) == []
@@ -123,7 +125,7 @@ def test_without_o_direct_or_fadvise_the_result_says_so(tmp_path, monkeypatch):
     monkeypatch.delattr(os, "posix_fadvise", raising=False)
     r = disk.read_speed(tmp_path, **SMALL)
     assert r.method == disk.NO_CACHE_CONTROL and "page cache" in r.method
-    assert "may be the page cache" in disk.read_table([r]).title
+    assert "may be the page cache" in ch10.read_table([r]).title
 
 
 @pytest.mark.skipif(not PROC_MOUNTS, reason="no /proc/mounts")
@@ -132,14 +134,14 @@ def test_the_filesystem_is_read_from_proc_mounts(tmp_path):
     assert disk._filesystem(tmp_path) != "unknown"
     if Path("/dev/shm").is_dir() and disk._filesystem(Path("/dev/shm")) == "tmpfs":
         r = disk.read_speed("/dev/shm", **SMALL)
-        assert r.filesystem == "tmpfs" and "RAM" in disk.read_table([r]).title
+        assert r.filesystem == "tmpfs" and r.in_ram and "RAM" in ch10.read_table([r]).title
 
 
 def test_the_filesystem_is_unknown_without_proc_mounts(tmp_path, monkeypatch):
     def no_file(*args, **kwargs):
         raise FileNotFoundError("/proc/mounts")
 
-    monkeypatch.setattr(storage, "open", no_file, raising=False)
+    monkeypatch.setattr(disk, "open", no_file, raising=False)
     assert disk._filesystem(tmp_path) == "unknown"
 
 
@@ -149,6 +151,7 @@ def test_fastest_median_speed_and_iops_of_a_made_up_result():
     assert r.mb_per_s == pytest.approx(100 * 2**20 / 1e6)
     assert r.median_mb_per_s == pytest.approx(r.mb_per_s / 2)
     assert r.reads == 100 and r.iops == pytest.approx(100.0)
+    assert not r.in_ram and made_up(filesystem="tmpfs").in_ram
 
 
 def test_checkpoint_load_seconds_by_hand():
@@ -172,7 +175,7 @@ def test_load_time_is_linear_in_size_and_inverse_in_speed(n, k, b, mb):
 
 def test_read_table_has_one_row_per_result():
     results = [made_up(), made_up("random", disk.FADVISE, block=4096, read=400 * 4096)]
-    table = disk.read_table(results)
+    table = ch10.read_table(results)
     assert table.headers == ["pattern", "method", "filesystem", "file MiB", "block KiB",
                              "MB/s fastest", "MB/s median", "IOPS"]
     assert table.rows[0] == ["sequential", "O_DIRECT", "ext4", "100", "1024", "105", "52", "-"]
@@ -182,13 +185,13 @@ def test_read_table_has_one_row_per_result():
 
 def test_checkpoint_table_rows_are_models_and_columns_are_speeds():
     r = made_up(times=(1.0,), read=1000 * 10**6 // 1)  # 1000 MB/s
-    table = disk.checkpoint_table([r], references={"NVMe [cite]": 3500, "HDD [cite]": 200})
+    table = ch10.checkpoint_table([r], references={"NVMe [cite]": 3500, "HDD [cite]": 200})
     assert table.headers == ["model", "checkpoint GB", "s, sequential O_DIRECT (1,000 MB/s)",
                              "s, NVMe [cite] (3,500 MB/s)", "s, HDD [cite] (200 MB/s)"]
     assert [row[0] for row in table.rows] == ["1B", "7B", "70B"]
     assert table.rows[1][:3] == ["7B", "14.0", "14.0"] and table.rows[2][-1] == "700"
     assert "2 bytes per parameter" in table.title
-    only_refs = disk.checkpoint_table([], n_params=[125e6, 1.5e9], bytes_per_param=4, references={"x": 100})
+    only_refs = ch10.checkpoint_table([], n_params=[125e6, 1.5e9], bytes_per_param=4, references={"x": 100})
     assert [row[:2] for row in only_refs.rows] == [["125M", "0.5"], ["1.5B", "6.0"]]
     assert only_refs.rows[0][2] == "5.00"
 
@@ -237,7 +240,7 @@ def test_a_read_only_directory_is_refused(tmp_path):
 
 
 def test_an_unwritable_directory_is_refused_whoever_runs_the_tests(tmp_path, monkeypatch):
-    monkeypatch.setattr(storage, "_writable", lambda directory: False)
+    monkeypatch.setattr(disk, "_writable", lambda directory: False)
     with pytest.raises(ValueError, match=f"{tmp_path.name}.* is not writable; pass one that is with directory="):
         disk.read_speed(tmp_path, **SMALL)
 
@@ -263,15 +266,15 @@ def test_a_file_too_large_for_the_free_space_is_refused(tmp_path, monkeypatch):
 
 def test_tables_and_load_times_reject_bad_input():
     with pytest.raises(ValueError, match="needs at least one result"):
-        disk.read_table([])
+        ch10.read_table([])
     with pytest.raises(ValueError, match="list of ReadResult"):
-        disk.read_table([{"pattern": "sequential"}])
+        ch10.read_table([{"pattern": "sequential"}])
     with pytest.raises(ValueError, match="at least one result .* or a reference speed"):
-        disk.checkpoint_table([])
+        ch10.checkpoint_table([])
     with pytest.raises(ValueError, match="reference speed of 'HDD'"):
-        disk.checkpoint_table([made_up()], references={"HDD": float("nan")})
+        ch10.checkpoint_table([made_up()], references={"HDD": float("nan")})
     with pytest.raises(ValueError, match="n_params must be a non-empty list"):
-        disk.checkpoint_table([made_up()], n_params=7e9)
+        ch10.checkpoint_table([made_up()], n_params=7e9)
     with pytest.raises(ValueError, match="mb_per_s must be a positive number"):
         disk.checkpoint_load_seconds(7e9, 2, 0)
     with pytest.raises(ValueError, match="tokens must be a positive number"):

@@ -7,6 +7,7 @@ entry point."""
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import subprocess
@@ -91,6 +92,11 @@ def test_expected_volume_is_the_zero_papers_2_and_3_psi(strategy, world, factor,
     assert got == expected
 
 
+@pytest.mark.parametrize("function", [fsdp.shard_model, fsdp.expected_volume])
+def test_functions_shown_whole_on_the_page_fit_the_books_column(function):
+    assert max(map(len, inspect.getsource(function).splitlines())) <= 88
+
+
 def test_mixed_precision_halves_the_all_gathers_only():
     got = fsdp.expected_volume(UNITS, "zero3", 2, param_bytes=2, reduce_bytes=4)
     assert got == {"all-gather": 2 * PSI * 2, "reduce-scatter": PSI * 4}
@@ -148,7 +154,7 @@ def runs():
     out = {}
     for n, kwargs in ((2, RUNS_2), (4, RUNS_4)):
         for run in ch09.by_run(launch.launch(fsdp.__name__ + ":train_many", n,
-                                                  {"runs": kwargs}, timeout=400, echo=False)):
+                                             {"runs": kwargs}, timeout=400, echo=False)):
             out[ch09.label(run)] = run
     out["single"] = ddp.train_single(steps=3, global_batch=8, seq_len=64, lr=3e-3, seed=0)
     out["initial"] = fsdp.initial_parameters(0)
@@ -162,14 +168,14 @@ def sharded(runs):
 @pytest.mark.slow
 def test_every_rank_holds_what_the_zero_formulas_say(runs):
     for name, run in sharded(runs).items():
-        r, n = run[0], run[0]["world_size"]
-        states = [x["state_bytes"] for x in run]
-        if r["strategy"] == "zero1":  # whole parameters and gradients, optimizer states shared out
+        r, n = run[0], run[0].world_size
+        states = [x.state_bytes for x in run]
+        if r.strategy == "zero1":  # whole parameters and gradients, optimizer states shared out
             assert all(s["parameters"] == s["gradients"] == 4 * PSI for s in states), name
             assert sum(s["optimizer states"] for s in states) == 8 * PSI, name
             assert len({s["optimizer states"] for s in states}) > 1, name  # whole tensors: uneven
             continue
-        copies = 1 if r["strategy"] == "ddp" else r["shard_factor"]
+        copies = 1 if r.strategy == "ddp" else r.shard_factor
         expected = {"parameters": 4 * PSI // copies, "gradients": 4 * PSI // copies,
                     "optimizer states": 8 * PSI // copies}
         assert states == [expected] * n, name
@@ -179,7 +185,7 @@ def test_every_rank_holds_what_the_zero_formulas_say(runs):
 
 @pytest.mark.slow
 def test_peaks_show_what_gathering_costs(runs):
-    peak = {name: run[0]["peak_parameter_bytes"] for name, run in sharded(runs).items()}
+    peak = {name: run[0].peak_parameter_bytes for name, run in sharded(runs).items()}
     for n in (2, 4):
         assert peak[f"zero2, {n} ranks"] == 4 * PSI + 4 * PSI // n  # everything gathered, shards kept
         assert peak[f"zero3, {n} ranks"] == 4 * PSI // n + 4 * (UNITS[0] + UNITS[1])  # root + a block
@@ -190,24 +196,24 @@ def test_peaks_show_what_gathering_costs(runs):
 @pytest.mark.slow
 def test_every_strategy_trains_what_one_process_trains(runs):
     single, initial = runs["single"], runs["initial"]
-    update = (single["parameters"] - initial).norm()
+    update = (single.parameters - initial).norm()
     for name, run in sharded(runs).items():
-        relative = float((run[0]["parameters"] - single["parameters"]).norm() / update)
-        if run[0]["mixed_precision"]:
+        relative = float((run[0].parameters - single.parameters).norm() / update)
+        if run[0].mixed_precision:
             assert 1e-3 < relative < 0.1, (name, relative)  # bf16 rounds visibly, within the bound
         else:
             assert relative < 1e-4, (name, relative)
-        assert all(torch.equal(x["parameters"], run[0]["parameters"]) for x in run), name
+        assert all(torch.equal(x.parameters, run[0].parameters) for x in run), name
 
 
 @pytest.mark.slow
 def test_every_collective_has_the_bytes_of_the_formula(runs):
     for name, run in sharded(runs).items():
         r = run[0]
-        expected = fsdp.expected_volume(r["unit_numels"], r["strategy"], r["world_size"],
-                                        r["shard_factor"], param_bytes=2 if r["mixed_precision"] else 4)
+        expected = fsdp.expected_volume(r.unit_numels, r.strategy, r.world_size, r.shard_factor,
+                                        param_bytes=2 if r.mixed_precision else 4)
         for x in run:
-            assert x["volume"][1:] == [expected] * (len(x["volume"]) - 1), name
+            assert x.volume[1:] == (expected,) * (len(x.volume) - 1), name
     assert all(row[-1] == "yes" for row in ch09.volume_table(list(sharded(runs).values())).rows)
 
 
@@ -218,7 +224,7 @@ def test_chapter_tables_lay_out_the_runs(runs):
     row = next(r for r in table.rows if r[0] == "zero3, 4 ranks")
     assert row[4] == row[5] == f"{16 * PSI / 4 / 1e6:.2f}"
     factors = ch09.factor_table([runs["hsdp, 4 ranks, factor 1"], runs["hsdp, 4 ranks, factor 2"],
-                                      runs["zero3, 4 ranks"]])
+                                 runs["zero3, 4 ranks"]])
     assert [r[1] for r in factors.rows] == ["4", "2", "1"]
     equal = ch09.equality_table(plain, runs["single"], runs["initial"])
     assert len(equal.rows) == len(plain)

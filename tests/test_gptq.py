@@ -152,11 +152,9 @@ def test_act_order_returns_the_original_column_order():
     # Grouped, the groups of a non-static act-order run follow the quantization order.
     grouped = gptq.gptq_quantize_layer(w, x, GPTQConfig(4, 16, act_order=True))
     assert torch.equal(grouped.g_idx[grouped.perm], torch.arange(48) // 16)
-    assert not grouped.plain_groups()
     with pytest.raises(ValueError, match="static_groups=True"):
         grouped.to_qtensor()
     static = gptq.gptq_quantize_layer(w, x, GPTQConfig(4, 16, act_order=True, static_groups=True))
-    assert static.plain_groups()
     assert torch.equal(static.to_qtensor().dequantize(), static.weight)
     for r in (grouped, static):  # every column decodes near its own original column
         assert ((r.weight - w).norm(dim=0) < 0.5 * w.norm(dim=0)).all()
@@ -267,13 +265,8 @@ def test_bad_input_is_refused(tiny):
         gptq.gptq_quantize_layer(w[0], x, GPTQConfig(4, 32))
     with pytest.raises(ValueError, match="not positive definite"):
         gptq.gptq_quantize_layer(w, hessian=torch.ones(64, 64), config=GPTQConfig(4, 32, percdamp=0))
-    result = gptq.gptq_quantize_layer(w, x, GPTQConfig(4, 32))
-    with pytest.raises(ValueError, match="GPTQ quantizes nn.Linear"):
-        gptq.quant_linear(nn.Conv2d(64, 8, 1), result)
-    with pytest.raises(ValueError, match="from_quant"):
+    with pytest.raises(ValueError, match=r"is GPTQConfig\(bits, group_size"):
         gptq.gptq_quantize_layer(w, x, quant.QuantConfig(4))
-    with pytest.raises(ValueError, match="integer grid"):
-        GPTQConfig.from_quant("nf4")
     model, calibration, _ = tiny
     with pytest.raises(ValueError, match="no calibration data"):
         gptq.gptq_quantize_model(model, [], GPTQConfig(4, 32))

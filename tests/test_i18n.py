@@ -141,9 +141,10 @@ def test_the_widgets_use_the_glossary_terms():
 
 
 def test_every_key_is_used_and_every_used_key_exists():
-    js = (ROOT / "course_lib" / "assets" / "bit_explorer.js").read_text()
-    code = "".join((ROOT / "course_lib" / name).read_text() for name in ("bit_explorer.py", "widgets.py", "memory.py"))
-    i18n_code = (ROOT / "course_lib" / "i18n.py").read_text().partition("def check_language")[2]  # not the tables
+    numbers = ROOT / "course_lib" / "numbers"
+    js = (numbers / "assets" / "bit_explorer.js").read_text()
+    code = "".join((numbers / name).read_text() for name in ("bit_explorer.py", "widgets.py", "memory.py"))
+    i18n_code = (numbers / "i18n.py").read_text().partition("def check_language")[2]  # not the tables
     sources = js + code + i18n_code
     # Quoted keys; a prefix such as "bx_err_" (ending in "_") selects a group and is no key.
     used = set(re.findall(r"[\"']((?:bx|calc|cmp)_\w*[a-z0-9]|decimal_point|thousands_separator)[\"']", sources))

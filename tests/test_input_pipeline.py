@@ -12,6 +12,7 @@ import re
 
 import pytest
 
+from course_lib.chapters import ch10
 from course_lib.hardware import input_pipeline as ip
 from course_lib.hardware.input_pipeline import ThroughputResult
 from course_lib.text import data
@@ -128,7 +129,7 @@ def results():
 
 
 def test_table_without_demands():
-    table = ip.throughput_table(results())
+    table = ch10.throughput_table(results())
     assert table.headers == ["workers", "tokens", "tokens/s (fastest)", "tokens/s (median)"]
     assert table.rows[0] == ["0 (main process)", "1,000", "100,000", "66,667"]
     assert table.rows[1] == ["2", "1,000", "250,000", "200,000"]
@@ -136,7 +137,7 @@ def test_table_without_demands():
 
 
 def test_table_against_demands():
-    table = ip.throughput_table(results(), {"big GPU": 1e6, "small GPU": 50_000})
+    table = ch10.throughput_table(results(), {"big GPU": 1e6, "small GPU": 50_000})
     assert len(table.headers) == 6
     assert table.headers[4] == "big GPU: share met (cores to keep up)"
     # 100,000 tokens/s on one process: 10 % of 1e6, 10 processes; twice the small demand, 1.
@@ -165,8 +166,8 @@ def test_table_against_demands():
     (lambda t, tok: ip.gpu_tokens_per_second(1e6, -1), "flops_per_second must be a positive"),
     (lambda t, tok: ip.gpu_tokens_per_second(1e6, 1e12, 0), "utilisation must be"),
     (lambda t, tok: ip.gpu_tokens_per_second(1e6, 1e12, 40), "in (0, 1]"),
-    (lambda t, tok: ip.throughput_table([]), "needs a list of results"),
-    (lambda t, tok: ip.throughput_table(results(), {"x": 0}), "demand 'x'"),
+    (lambda t, tok: ch10.throughput_table([]), "needs a list of results"),
+    (lambda t, tok: ch10.throughput_table(results(), {"x": 0}), "demand 'x'"),
 ])
 def test_bad_inputs_say_what_to_pass(texts, tokenizer, call, message):
     with pytest.raises(ValueError, match=re.escape(message)):

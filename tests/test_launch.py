@@ -137,12 +137,11 @@ def assert_no_repository_path(text: str) -> None:
 def test_hello_on_two_ranks_returns_results_in_rank_order(capsys):
     results = launch.launch(HELLO, 2, timeout=120)
     out = capsys.readouterr().out
-    assert [r["rank"] for r in results] == [0, 1]
-    assert all(r["world_size"] == 2 and r["sum_of_ranks"] == 1.0 for r in results)
-    assert results[0]["pid"] != results[1]["pid"]
+    assert results == [launch.Hello(r, 2, results[r].pid, 1.0) for r in (0, 1)]
+    assert results[0].pid != results[1].pid
     assert re.search(r"^\[rank 0\] rank 0 of 2: process \d+", out, re.MULTILINE)
     assert re.search(r"^\[rank 1\] rank 1 of 2: process \d+", out, re.MULTILINE)
-    assert sorted(printed_pids(out)) == sorted(r["pid"] for r in results)
+    assert sorted(printed_pids(out)) == sorted(r.pid for r in results)
 
 
 @pytest.mark.slow

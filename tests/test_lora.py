@@ -12,7 +12,7 @@ What this file proves, on small seeded GPT-2s built here:
 * in a QLoRA model only the adapters get gradients and an optimizer step changes nothing else;
 * ``training.train`` on a LoRA model changes only the adapters and gives optimizer state to them alone;
 * ``measure_finetune_memory`` counts gradients, AdamW's states (two moments and a ``step`` tensor
-  per parameter) and stored weights as computed here from the parameter list; ``memory_table``
+  per parameter) and stored weights as computed here from the parameter list; ``ch05.finetune_memory_table``
   shows trainable parameters as a share of the model.
 """
 
@@ -28,7 +28,8 @@ from torch import nn
 from transformers import GPT2LMHeadModel
 from transformers.pytorch_utils import Conv1D
 
-from course_lib.compression import lora
+from course_lib.chapters import ch05
+from course_lib.compression import lora, quant
 from course_lib.compression import quant_layers as L
 from course_lib.compression.lora import LoRALinear
 from course_lib.text import data, models, training
@@ -91,7 +92,9 @@ def make_base(kind: str) -> tuple[nn.Module, int, int]:
             conv.weight.normal_(0, 0.2)
             conv.bias.normal_(0, 0.2)
         return conv, 24, 40
-    return L.QuantLinear.from_module(nn.Linear(64, 40), "nf4-dq"), 64, 40
+    linear = nn.Linear(64, 40)
+    packed = L.QuantizedWeight(quant.quantize(linear.weight.detach(), "nf4-dq"))
+    return L.QuantLinear(packed, linear.bias), 64, 40
 
 
 @pytest.mark.parametrize("kind", ["linear", "conv1d", "quant"])
@@ -298,7 +301,7 @@ def test_train_changes_only_the_adapters(monkeypatch, tokenizer, texts):
 
 
 # ---------------------------------------------------------------------------------------------
-# measure_finetune_memory / memory_table
+# measure_finetune_memory / chapter 5's finetune_memory_table
 # ---------------------------------------------------------------------------------------------
 
 def adamw_state_bytes(params: list[torch.Tensor]) -> int:
@@ -346,7 +349,7 @@ def test_memory_table_shows_shares_of_the_model():
     n_model = 200_000
     rows = [lora.FinetuneMemory("full", 200_000, 800_000, 800_000, 1_600_400),
             lora.FinetuneMemory("QLoRA", 3_000, 150_000, 12_000, 24_024)]
-    table = lora.memory_table(rows, n_model)
+    table = ch05.finetune_memory_table(rows, n_model)
     assert table.headers[0] == "method" and len(table.headers) == 6
     assert table.rows[0] == ["full", "200,000 (100.0%)", "800", "800", "1,600", "3,200"]
     assert table.rows[1] == ["QLoRA", "3,000 (1.5%)", "150", "12", "24", "186"]

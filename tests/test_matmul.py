@@ -6,18 +6,24 @@ from pathlib import Path
 import pytest
 import torch
 
-from course_lib.hardware import matmul
+from course_lib.hardware import matmul, roofline
 
 BENCHMARK = Path(__file__).resolve().parents[1] / "benchmarks" / "matmul.py"
 
 
 def test_flops_of_a_product():
-    assert matmul.matmul_flops(1) == 2
-    assert matmul.matmul_flops(1024) == 2 * 1024**3
+    assert matmul.MatmulResult("cpu", "fp32", 1, (1.0,), 1).flops == 2
+    assert matmul.MatmulResult("cpu", "fp32", 1024, (1.0,), 1).flops == 2 * 1024**3
 
 
-def test_time_matmul_gives_a_complete_result():
-    r = matmul.time_matmul(32, "bf16", "cpu", repeats=2, min_seconds=0)
+def one(size, dtype="fp32", device="cpu", repeats=1, min_seconds=0.0):
+    """The benchmark of one size in one dtype: its one result."""
+    (r,) = matmul.matmul_benchmark([size], [dtype], device, repeats=repeats, min_seconds=min_seconds)
+    return r
+
+
+def test_a_benchmark_of_one_case_gives_a_complete_result():
+    r = one(32, "bf16", repeats=2)
     assert (r.device, r.dtype, r.size, r.repeats) == ("cpu", "bf16", 32, 2)
     assert r.seconds > 0 and r.number >= 1
     assert r.flops == 2 * 32**3
@@ -25,7 +31,7 @@ def test_time_matmul_gives_a_complete_result():
 
 
 def test_a_result_keeps_every_run_and_reports_the_fastest_and_the_median():
-    r = matmul.time_matmul(16, "fp32", "cpu", repeats=5, min_seconds=0)
+    r = one(16, "fp32", repeats=5)
     assert len(r.times) == r.repeats == 5 and all(t > 0 for t in r.times)
     assert r.seconds == min(r.times)
     assert r.median_seconds == sorted(r.times)[2]
@@ -60,7 +66,7 @@ def test_table_without_baseline_shows_a_dash():
 
 
 def test_default_sizes_and_devices():
-    assert matmul.default_sizes("cpu") == (256, 512, 1024)
+    assert matmul._default_sizes(torch.device("cpu")) == (256, 512, 1024)
     assert matmul.available_devices()[0] == "cpu"
     assert ("cuda" in matmul.available_devices()) == torch.cuda.is_available()
 
@@ -68,26 +74,22 @@ def test_default_sizes_and_devices():
 def test_machine_description():
     lines = matmul.describe_machine()
     assert lines[0].startswith("CPU: ") and lines[-1].startswith("GPU: ")
-    features = matmul.cpu_features()
-    assert set(features) <= set(matmul.CPU_FEATURES)
+    features = matmul._cpu_features()
+    assert set(features) <= set(matmul._CPU_FEATURES)
     assert all(isinstance(v, bool) for v in features.values())
-    assert matmul.cpu_name()
+    assert matmul._cpu_name()
 
 
 @pytest.mark.parametrize("dtype", ["fp8", "int4", "float", "", None, 32])
 def test_unknown_dtype_is_a_clear_error(dtype):
     with pytest.raises(ValueError, match="unknown dtype .* valid values: fp32, bf16, fp16"):
-        matmul.time_matmul(8, dtype)
+        matmul.matmul_benchmark([8], [dtype])
 
 
 @pytest.mark.parametrize("size", [0, -4, 2.5, True, "64"])
 def test_bad_size_is_a_clear_error(size):
     with pytest.raises(ValueError, match="size must be a whole number >= 1"):
-        matmul.time_matmul(size)
-    with pytest.raises(ValueError, match="size must be a whole number >= 1"):
         matmul.matmul_benchmark([size])
-    with pytest.raises(ValueError, match="size must be a whole number >= 1"):
-        matmul.matmul_flops(size)
 
 
 @pytest.mark.parametrize(
@@ -101,15 +103,15 @@ def test_bad_size_is_a_clear_error(size):
 )
 def test_other_bad_inputs(kwargs, message):
     with pytest.raises(ValueError, match=message):
-        matmul.time_matmul(8, **kwargs)
-    with pytest.raises(ValueError, match=message):
         matmul.matmul_benchmark([8], **kwargs)
+    with pytest.raises(ValueError, match=message):
+        matmul.time_products({"x": (1, 8, 8)}, **kwargs)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present")
 def test_asking_for_a_missing_gpu_says_so():
     with pytest.raises(ValueError, match="no CUDA GPU is visible"):
-        matmul.time_matmul(8, device="cuda")
+        matmul.matmul_benchmark([8], device="cuda")
 
 
 @pytest.mark.parametrize("sizes, dtypes", [([], ["fp32"]), (64, ["fp32"]), ([64], "fp32"), ([64], [])])
@@ -139,9 +141,9 @@ def test_benchmark_script_rejects_bad_sizes(capsys):
 
 @pytest.mark.skipif(not matmul.int8_supported("cpu"), reason="this torch has no CPU INT8 product")
 def test_int8_products_are_timed_and_counted_as_integer_operations():
-    r = matmul.time_matmul(64, "int8", "cpu", repeats=2, min_seconds=0)
+    r = one(64, "int8", repeats=2)
     assert (r.dtype, r.flops) == ("int8", 2 * 64**3) and r.seconds > 0
-    table = matmul.matmul_table([r, matmul.time_matmul(64, "fp32", "cpu", 1, 0)])
+    table = matmul.matmul_table([r, one(64, "fp32")])
     assert "integer operations" in table.title
 
 
@@ -153,9 +155,9 @@ def test_int8_supported_answers_a_bool_and_matches_an_exact_product():
 
 
 def test_an_unsupported_int8_product_says_to_leave_it_out(monkeypatch):
-    monkeypatch.setattr(hardware, "int8_supported", lambda device=None: False)
+    monkeypatch.setattr(matmul, "int8_supported", lambda device=None: False)
     with pytest.raises(ValueError, match="leave 'int8' out of dtypes"):
-        matmul.time_matmul(32, "int8", "cpu", repeats=1, min_seconds=0)
+        one(32, "int8")
 
 
 def test_peak_result_is_the_fastest_of_one_dtype():
@@ -166,9 +168,30 @@ def test_peak_result_is_the_fastest_of_one_dtype():
         matmul.peak_result(made, "fp16")
 
 
+def test_products_of_any_shape_are_the_rooflines_operations_timed():
+    shapes = {"one token": (1, 64, 256), "a batch": (32, 64, 256)}
+    results = matmul.time_products(shapes, "bf16", "cpu", repeats=2, min_seconds=0)
+    assert [r.operation for r in results] == [roofline.matmul_operation(*shapes[name], "bf16", name)
+                                              for name in shapes]
+    for r in results:
+        assert r.device == "cpu" and r.repeats == 2 and r.number >= 1
+        assert r.flops_per_second == pytest.approx(r.operation.flops / min(r.times))
+
+
+@pytest.mark.parametrize("shapes, dtype, message", [
+    ({}, "fp32", "shapes must be a non-empty"),
+    ([(1, 2, 3)], "fp32", "shapes must be a non-empty"),
+    ({"x": (0, 8, 8)}, "fp32", "m must be a whole number"),
+    ({"x": (1, 8, 8)}, "fp64", "unknown dtype 'fp64'; valid values: fp32, bf16, fp16"),
+])
+def test_time_products_says_what_to_pass(shapes, dtype, message):
+    with pytest.raises(ValueError, match=message):
+        matmul.time_products(shapes, dtype, "cpu")
+
+
 @pytest.mark.slow
 def test_the_hardware_benchmark_prints_one_row_per_measured_figure(capsys, tmp_path):
-    main = runpy.run_path(str(BENCHMARK.with_name("matmul.py")))["main"]
+    main = runpy.run_path(str(BENCHMARK.with_name("hardware.py")))["main"]
     assert main(["--quick", "--directory", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     for figure in ("matrix products, fp32", "triad, 64.00 MiB", "ridge point", "disk, sequential",

@@ -1,4 +1,5 @@
-"""Unit and property tests for course_lib.numbers.memory: the estimator against the papers and a real model."""
+"""Unit and property tests for course_lib.numbers.memory and memory_meter: the estimator against the papers and a
+real model."""
 
 import math
 
@@ -8,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course_lib.base import dtypes
-from course_lib.numbers import memory
+from course_lib.numbers import memory, memory_meter
 from course_lib.text import models
 
 
@@ -97,7 +98,7 @@ def test_measurement_matches_estimate_on_a_real_model(dropout):
     model = tiny_gpt2(layers=2, hidden=64, heads=2, vocab=512, context=64, dropout=dropout)
     shape = memory.shape_of(model)
     batch, seq = 4, 32
-    m = memory.measure_training_step(model, batch, seq)
+    m = memory_meter.measure_training_step(model, batch, seq)
     n = m.n_params
     assert m.weights == 4 * n
     assert m.gradients == 4 * n
@@ -111,7 +112,7 @@ def test_measurement_matches_estimate_on_a_real_model(dropout):
 
 def test_saved_tensor_meter_counts_a_storage_once():
     x = torch.randn(100, requires_grad=True)
-    with memory.SavedTensorMeter() as meter:
+    with memory_meter.SavedTensorMeter() as meter:
         y = x.exp()  # saves its output
         (y * y).sum()  # saves y twice: one storage
     assert meter.total == y.untyped_storage().nbytes()

@@ -86,3 +86,34 @@ def test_the_path_pattern_catches_home_and_temporary_folders():
         assert ABSOLUTE_PATH.search(text), text
     for text in ("window 128 / stride 64", "3 / 4 of the bytes", "https://example.org/root/x", "N/A"):
         assert not ABSOLUTE_PATH.search(text), text
+
+
+def test_the_chapter_list_is_written_once():
+    """_toc.yml and the README's table are what tools/notebooks.py writes from its one list, PARTS."""
+    assert notebooks.stamp_lists(write=False) == [], "run: .venv/bin/python tools/notebooks.py"
+    toc = notebooks.TOC.read_text(encoding="utf-8")
+    files = re.findall(r"- file: notebooks/(\S+)", toc)
+    assert files == [n.removesuffix(".ipynb") for _, _, n in notebooks.CHAPTERS] + [
+        n.removesuffix(".ipynb") for _, _, n, _ in notebooks.EDITIONS]
+    readme = notebooks.README.read_text(encoding="utf-8")
+    for number, title, name in notebooks.CHAPTERS:
+        assert f"| {number} | [{title}](notebooks/{name}) | ready |" in readme
+
+
+def test_a_hand_edited_toc_is_reported(tmp_path, monkeypatch):
+    toc = tmp_path / "_toc.yml"
+    toc.write_text(notebooks.toc_yaml().replace("notebooks/07_gptq\n", ""), encoding="utf-8")
+    monkeypatch.setattr(notebooks, "TOC", toc)
+    monkeypatch.setattr(notebooks, "ROOT", tmp_path.parent)
+    readme = tmp_path / "README.md"
+    readme.write_text(notebooks.README.read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.setattr(notebooks, "README", readme)
+    assert notebooks.stamp_lists(write=False) == [f"{tmp_path.name}/_toc.yml"]
+    notebooks.stamp_lists()
+    assert "notebooks/07_gptq" in toc.read_text(encoding="utf-8")
+
+
+def test_pyproject_names_the_same_repository():
+    pyproject = (notebooks.ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert f'Repository = "{notebooks.REPOSITORY}"' in pyproject, (
+        "set [project.urls] Repository in pyproject.toml to course_lib/_about.py's REPOSITORY")

@@ -1,4 +1,5 @@
-"""Tests for course_lib.text.objectives: masked LM, causal LM and T5 span corruption."""
+"""Tests for course_lib.text.objectives (masked LM, causal LM and T5 span corruption) and for
+chapter 1's token-by-token views of their batches (course_lib.chapters.ch01)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from course_lib.chapters import ch01
 from course_lib.text import data
 from course_lib.text import objectives as obj
 
@@ -272,7 +274,7 @@ def test_corrupt_spans_by_hand():
     tokens = [10, 11, 12, 13, 14, 15, 16, 17]
     mask = [False, True, True, False, False, True, False, False]
     sentinels, eos = [99, 98, 97], 1
-    inputs, targets = obj.corrupt_spans(tokens, mask, sentinels, eos)
+    inputs, targets = obj._corrupt_spans(tokens, mask, sentinels, eos)
     assert inputs == [10, 99, 13, 14, 98, 16, 17, 1]
     assert targets == [99, 11, 12, 98, 15, 1]
     assert obj.reconstruct_from_spans(inputs, targets, sentinels, eos) == tokens
@@ -287,7 +289,7 @@ def test_span_corruption_round_trip_property(tokenizer, length, seed, data_seed)
     tokens = torch.randint(5, len(tokenizer) - len(sentinels), (length,), generator=gen).tolist()
     mask = obj.random_spans_noise_mask(length, generator=seed)
     noise, spans = _t5_counts(length)
-    inputs, targets = obj.corrupt_spans(tokens, mask, sentinels, eos)
+    inputs, targets = obj._corrupt_spans(tokens, mask, sentinels, eos)
     used = sentinels[:spans]
     assert [t for t in inputs if t in sentinels] == used  # extra_id_0, extra_id_1, ... in order
     assert [t for t in targets if t in sentinels] == used
@@ -351,14 +353,14 @@ def test_span_corruption_bad_inputs(tokenizer, texts):
         obj.random_spans_noise_mask(50, mean_noise_span_length=0.5)
     with pytest.raises(ValueError, match=r"needs more than 2 sentinels.*max_length"):
         mask = obj.random_spans_noise_mask(100, generator=0)
-        obj.corrupt_spans(list(range(100)), mask, [90, 91], 1)
+        obj._corrupt_spans(list(range(100)), mask, [90, 91], 1)
 
 
-# --- display -------------------------------------------------------------------------------------
+# --- chapter 1's views ---------------------------------------------------------------------------
 
 def test_show_masked_lm(tokenizer, texts):
     batch = obj.masked_lm_batch(texts[:2], tokenizer, generator=11)
-    view = obj.show_masked_lm(batch, tokenizer, row=1)
+    view = ch01.show_masked_lm(batch, tokenizer, row=1)
     labels = batch["labels"][1]
     ids = batch["input_ids"][1]
     n_masked = int(((labels != IGNORE) & (ids == tokenizer.mask_token_id)).sum())
@@ -373,7 +375,7 @@ def test_show_masked_lm(tokenizer, texts):
 def test_show_causal_lm(tokenizer, texts):
     batch = obj.causal_lm_batch(texts[:2], tokenizer)
     short = int(batch["attention_mask"].sum(1).argmin())
-    view = obj.show_causal_lm(batch, tokenizer, row=short, max_tokens=500)
+    view = ch01.show_causal_lm(batch, tokenizer, row=short, max_tokens=500)
     n = int(batch["attention_mask"][short].sum())
     lines = view.text.splitlines()
     assert len(lines) == n  # n-1 next-token pairs and the final token with nothing after it
@@ -384,7 +386,7 @@ def test_show_causal_lm(tokenizer, texts):
 
 def test_show_span_corruption(tokenizer, texts):
     batch = obj.span_corruption_batch(texts[:1], tokenizer, generator=2)
-    view = obj.show_span_corruption(batch, tokenizer)
+    view = ch01.show_span_corruption(batch, tokenizer)
     lines = view.text.splitlines()
     assert lines[0].startswith("input :") and "<extra_id_0>" in lines[0]
     assert lines[1].startswith("target:  <extra_id_0>")

@@ -15,7 +15,7 @@ What this file proves:
   ``s_j = max|X_j|^alpha / max|W_j|^(1-alpha)`` says (derived per alpha below);
 * ``layer_inputs`` returns exactly the input of the named layer of a small seeded GPT-2, flattened
   to (tokens, features), and removes its hook even when the forward pass raises;
-* ``compare_methods`` / ``methods_table`` report the five recipes with the errors of the functions
+* ``compare_methods`` / ``ch05.outlier_table`` report the five recipes with the errors of the functions
   above, printed as percentages.
 """
 
@@ -28,6 +28,7 @@ import pytest
 import torch
 from transformers import GPT2LMHeadModel
 
+from course_lib.chapters import ch05
 from course_lib.compression import outliers as O
 
 D, VOCAB, LAYERS, POSITIONS = 64, 128, 2, 32
@@ -315,7 +316,7 @@ def test_layer_inputs_removes_its_hook_when_the_forward_raises(gpt2):
 
 
 # ---------------------------------------------------------------------------------------------
-# compare_methods / methods_table
+# compare_methods / chapter 5's outlier_table
 # ---------------------------------------------------------------------------------------------
 
 def test_compare_methods_rows_and_table(outlier_xw):
@@ -337,7 +338,7 @@ def test_compare_methods_rows_and_table(outlier_xw):
     assert rows[3].error == pytest.approx(O.relative_error(O.llm_int8_matmul(x, w, 6.0)[0], ref))
     assert rows[0].error > 5 * rows[3].error and rows[0].error > 5 * rows[4].error
 
-    table = O.methods_table(rows, title="outliers")
+    table = ch05.outlier_table(rows, title="outliers")
     text = str(table)
     assert text.startswith("outliers")
     assert len(table.rows) == 5

@@ -1,4 +1,5 @@
-"""Tests for course_lib.numbers.precision: casts on real tensors, the overflow/underflow demos, the training experiment."""
+"""Tests for course_lib.numbers.precision: casts on real tensors, the overflow/underflow demos, the training
+experiment; and chapter 3's tables and plots of them (course_lib.chapters.ch03)."""
 
 import math
 
@@ -6,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from course_lib.numbers import formats, precision
+from course_lib.chapters import ch03
+from course_lib.numbers import format_specs, formats, precision
 
 # -- dtypes and casts ------------------------------------------------------------------------
 
@@ -26,7 +28,7 @@ def test_format_without_torch_dtype_is_a_clear_error(name):
 
 @pytest.mark.parametrize("name", ["fp32", "fp16", "bf16", "e4m3", "e5m2"])
 def test_torch_reads_the_codecs_patterns_alike(name):
-    fmt = formats.get_format(name)
+    fmt = format_specs.get_format(name)
     rng = np.random.default_rng(0)
     patterns = [0, 1, fmt.max_pattern, (1 << fmt.mantissa_bits), *rng.integers(0, 1 << fmt.total_bits, 200).tolist()]
     for p in patterns:
@@ -52,7 +54,7 @@ def test_tiny_gradient_underflows_in_fp16_but_not_in_bf16():
     assert precision.cast(1e-8, "fp16").item() == 0.0
     bf = precision.cast(1e-8, "bf16").item()
     assert bf != 0 and abs(bf - 1e-8) / 1e-8 < 2**-8
-    assert precision.cast(1e-7, "fp16").item() == formats.FP16.min_subnormal * 2  # a subnormal, 19% off
+    assert precision.cast(1e-7, "fp16").item() == format_specs.FP16.min_subnormal * 2  # a subnormal, 19% off
 
 
 def test_cast_agrees_with_the_codec():
@@ -89,18 +91,18 @@ def test_tiny_gradients_underflow_in_fp16_only():
 
 
 def test_cast_table_reports_overflow_and_underflow():
-    table = precision.cast_table([70000.0, 1e-8, 1.0])
+    table = ch03.cast_table([70000.0, 1e-8, 1.0])
     assert table.headers == ["value (fp32)", "fp16 stores", "fp16 rel. error", "bf16 stores", "bf16 rel. error"]
     assert table.rows[0][1:3] == ["inf", "overflow"] and table.rows[0][3] == "70144"
     assert table.rows[1][1:3] == ["0", "underflow"] and table.rows[1][3] != "0"
     assert table.rows[2][1:] == ["1", "0.0e+00", "1", "0.0e+00"]
-    assert "(subnormal)" in str(precision.cast_table([1e-6]))
+    assert "(subnormal)" in str(ch03.cast_table([1e-6]))
 
 
 @pytest.mark.parametrize("values", [[], "1.0", 3.0])
 def test_cast_table_needs_a_list(values):
     with pytest.raises(ValueError, match="non-empty list"):
-        precision.cast_table(values)
+        ch03.cast_table(values)
 
 
 # -- overflow in a norm --------------------------------------------------------------------------
@@ -136,7 +138,7 @@ def test_relative_error_curve_shows_the_limits():
     assert np.all(np.diff(x) >= 0)
     assert np.all(np.isinf(err[x > 65520]))
     assert np.all(err[x < 2**-25] == 1.0)
-    normal = (x >= formats.FP16.min_normal) & (x < 65504)
+    normal = (x >= format_specs.FP16.min_normal) & (x < 65504)
     assert np.all(err[normal] <= 2**-11)  # half an epsilon
     _, bf = precision.relative_error_curve("bf16", points=3000)
     assert np.all(bf <= 2**-8)
@@ -161,7 +163,7 @@ def test_matmul_error_grows_as_mantissa_shrinks():
 def test_plots_have_labels():
     import matplotlib.pyplot as plt
 
-    fig = precision.plot_relative_error()
+    fig = ch03.plot_relative_error()
     ax = fig.axes[0]
     assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
     plt.close(fig)
@@ -205,9 +207,9 @@ def test_run_records_every_step(runs):
 def test_table_and_plot(runs):
     import matplotlib.pyplot as plt
 
-    table = precision.training_table(runs)
+    table = ch03.training_table(runs)
     assert [r[0] for r in table.rows] == [precision.MODE_LABELS[m] for m in precision.MODES]
-    fig = precision.plot_training(runs)
+    fig = ch03.plot_training(runs)
     assert all(ax.get_xlabel() == "step" and ax.get_ylabel() for ax in fig.axes)
     plt.close(fig)
 
@@ -246,9 +248,9 @@ def test_bad_modes_and_empty_runs():
     with pytest.raises(ValueError, match="unknown training mode"):
         precision.compare_modes(["fp16", "int8"])
     with pytest.raises(ValueError, match="at least one run"):
-        precision.training_table({})
+        ch03.training_table({})
     with pytest.raises(ValueError, match="at least one run"):
-        precision.plot_training({})
+        ch03.plot_training({})
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present")
@@ -269,4 +271,4 @@ def test_exercise_answers():
     assert ex.q4.feedback(16)[0]
     ok, text = ex.q4.feedback(15)
     assert not ok and "too low" in text and "Hint:" in text
-    assert 1e-9 * 2**16 >= formats.FP16.min_normal > 1e-9 * 2**15
+    assert 1e-9 * 2**16 >= format_specs.FP16.min_normal > 1e-9 * 2**15

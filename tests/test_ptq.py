@@ -1,4 +1,4 @@
-"""Tests for course_lib.quant_study: chapter 5's experiments, run on tiny models built here.
+"""Tests for chapter 5's experiments (course_lib.compression.ptq, course_lib.chapters.ch05), on tiny models.
 
 What this file proves (the course model itself is never built or loaded):
 
@@ -17,7 +17,7 @@ What this file proves (the course model itself is never built or loaded):
 * ``qat`` returns a really quantized model equal to prepare_qat + train + finish_qat +
   quantize_model done by hand; ``finetune`` returns one loss per step;
 * ``lowercase_split``, ``quantization_by_size`` (with ``scaling.scaling_models`` monkeypatched to two
-  tiny models and the validation loss to a fast one), ``SizeRow``, ``trend`` and ``size_table``;
+  tiny models and the validation loss to a fast one), ``SizeRow``, ``size_trend`` and ``size_table``;
 * ``nf4_derivation`` matches the paper on all 16 levels; ``torch_crosscheck`` reports agreement
   with torch's quantizers on every value; ``compare_configs`` bits are the stored bits per value;
   every ``plot_*`` returns a Figure with labelled axes; ``plot_number_line`` refuses several scales.
@@ -26,7 +26,6 @@ What this file proves (the course model itself is never built or loaded):
 from __future__ import annotations
 
 import math
-import re
 from types import SimpleNamespace
 
 import matplotlib
@@ -116,7 +115,6 @@ def test_test_perplexity_reads_the_test_split(monkeypatch, tiny, tok):
     assert model is tiny and tokenizer is tok
     assert kwargs == {"split": "test", "texts": data.load_corpus("course", "test")[:150], "window": 128,
                       "stride": 128, "batch_size": 8}
-    assert ptq.test_stories() == data.load_corpus("course", "test")[:ptq.EVAL_STORIES]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -223,10 +221,9 @@ def gpt2_matrices(shape: memory.ModelShape) -> list[tuple[int, int]]:
     return [(shape.vocab, h)] + [(3 * h, h), (h, h), (4 * h, h), (h, 4 * h)] * shape.n_layers
 
 
-def test_model_matrices_and_the_parameter_count():
+def test_gpt2_matrices_and_the_parameter_count():
     shape = memory.shape_for_params(1e9)
     h, layers = shape.hidden, shape.n_layers
-    assert ptq.model_matrices(shape) == gpt2_matrices(shape)
     n_matrix = sum(o * i for o, i in gpt2_matrices(shape))
     assert n_matrix == shape.vocab * h + 12 * layers * h * h
     # the rest: position embeddings, 13h of biases and layer norms per layer, the final layer norm
@@ -349,8 +346,8 @@ def test_finetune_caches_the_trained_parameters(monkeypatch, tmp_path, tok, few)
     recipe = training.Recipe(steps=2, batch_size=2, seq_len=32, lr=1e-3, warmup_steps=1)
     first = finetuning.finetune(build(tok, hidden=32, context=64, seed=4), "full", recipe, tok, texts=few,
                          progress=False)
-    path = finetuning.finetune_cache_path(build(tok, hidden=32, context=64, seed=4), "full", recipe, tok, few)
-    assert path.is_file() and path.parent == tmp_path / finetuning.CACHE_FOLDER
+    path = finetuning._finetune_cache_path(build(tok, hidden=32, context=64, seed=4), "full", recipe, tok, few)
+    assert path.is_file() and path.parent == tmp_path / finetuning._CACHE_FOLDER
 
     calls = []
     real_train = training.train
@@ -364,13 +361,13 @@ def test_finetune_caches_the_trained_parameters(monkeypatch, tmp_path, tok, few)
 
     start = build(tok, hidden=32, context=64, seed=4)
     other_seed = build(tok, hidden=32, context=64, seed=5)
-    key = finetuning.finetune_cache_path(start, "full", recipe, tok, few)
-    assert finetuning.finetune_cache_path(other_seed, "full", recipe, tok, few) != key
-    assert finetuning.finetune_cache_path(start, "QLoRA", recipe, tok, few) != key
-    assert finetuning.finetune_cache_path(start, "full", training.Recipe(steps=3, batch_size=2, seq_len=32, lr=1e-3,
+    key = finetuning._finetune_cache_path(start, "full", recipe, tok, few)
+    assert finetuning._finetune_cache_path(other_seed, "full", recipe, tok, few) != key
+    assert finetuning._finetune_cache_path(start, "QLoRA", recipe, tok, few) != key
+    assert finetuning._finetune_cache_path(start, "full", training.Recipe(steps=3, batch_size=2, seq_len=32, lr=1e-3,
                                                                   warmup_steps=1), tok, few) != key
-    assert finetuning.finetune_cache_path(start, "full", recipe, tok, few[:-1]) != key
-    assert finetuning.state_fingerprint(start) == finetuning.state_fingerprint(build(tok, hidden=32, context=64, seed=4))
+    assert finetuning._finetune_cache_path(start, "full", recipe, tok, few[:-1]) != key
+    assert finetuning._state_fingerprint(start) == finetuning._state_fingerprint(build(tok, hidden=32, context=64, seed=4))
 
     path.write_bytes(b"damaged")
     third = finetuning.finetune(build(tok, hidden=32, context=64, seed=4), "full", recipe, tok, texts=few,
@@ -385,7 +382,7 @@ def test_finetune_cache_keeps_only_the_adapters_of_a_lora_model(monkeypatch, tmp
     recipe = training.Recipe(steps=2, batch_size=2, seq_len=32, lr=1e-2, warmup_steps=1)
     base = build(tok, hidden=64, context=64, seed=4)
     first = finetuning.finetune(lora.add_lora(base, rank=2, alpha=4), "LoRA", recipe, tok, texts=few, progress=False)
-    (path,) = (tmp_path / finetuning.CACHE_FOLDER).iterdir()
+    (path,) = (tmp_path / finetuning._CACHE_FOLDER).iterdir()
     from safetensors.torch import load_file
 
     saved = load_file(str(path))
@@ -470,13 +467,13 @@ def rows_with_changes(changes):
 
 
 def test_trend_sentences():
-    shrinking = ptq.trend(rows_with_changes([0.08, 0.05, 0.02]))
+    shrinking = ch05.size_trend(rows_with_changes([0.08, 0.05, 0.02]))
     assert "shrinks at every step" in shrinking
     assert "1,000" in shrinking and "3,000" in shrinking and "+8.00%" in shrinking and "+2.00%" in shrinking
     assert "across these 3 models" in shrinking
-    growing = ptq.trend(rows_with_changes([0.02, 0.05, 0.08]))
+    growing = ch05.size_trend(rows_with_changes([0.02, 0.05, 0.08]))
     assert "it does not shrink across" in growing and "shrinks at every step" not in growing
-    bumpy = ptq.trend(rows_with_changes([0.08, 0.09, 0.02]))
+    bumpy = ch05.size_trend(rows_with_changes([0.08, 0.09, 0.02]))
     assert "does not shrink steadily" in bumpy
 
 
@@ -497,23 +494,16 @@ def test_nf4_derivation():
     assert [r[0] for r in table.rows][:2] == [" 0 (0000)", " 1 (0001)"]
 
 
-def parse_share(cell: str) -> tuple[int, int]:
-    m = re.fullmatch(r"([\d,]+) of ([\d,]+)", cell)
-    assert m, cell
-    return int(m.group(1).replace(",", "")), int(m.group(2).replace(",", ""))
-
-
 def test_torch_crosscheck(tiny):
-    table = ptq.torch_crosscheck(tiny)
+    check = ptq.torch_crosscheck(tiny)
     total = sum(o * i for o, i in matrices_of(tiny))  # the Conv1Ds and lm_head (same size as wte)
-    assert len(table.rows) == 4
-    for row in (table.rows[0], table.rows[1], table.rows[3]):
-        same, of = parse_share(row[2])
-        assert of == total and same == total, row
-    same, of = parse_share(table.rows[2][2])
-    assert of == total and total - same <= total // 1000  # rounding order: at most a rare tie differs
-    same, of = parse_share(table.rows[2][3])
-    assert same == of == total
+    assert check.total == total
+    assert check.absmax_tensor == check.absmax_channel == check.zeropoint_g64 == total
+    assert total - check.zeropoint_channel <= total // 1000  # rounding order: at most a rare tie differs
+    assert check.torch_order == total
+    table = ch05.crosscheck_table(check)
+    assert len(table.rows) == 4 and table.rows[2][2:] == [f"{check.zeropoint_channel:,} of {total:,}",
+                                                          f"{total:,} of {total:,}"]
 
 
 # ---------------------------------------------------------------------------------------------

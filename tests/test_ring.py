@@ -83,14 +83,14 @@ def test_ring_on_three_processes_matches_all_reduce_and_the_cost_model():
     n, numel = 3, 1001  # 1001 = 334 + 334 + 333: uneven chunks
     results = launch.launch("course_lib.parallel.ring:check_against_all_reduce", n,
                             {"numel": numel, "seed": 0}, timeout=120, echo=False)
-    assert [r["rank"] for r in results] == list(range(n))
-    tensor_bytes = results[0]["tensor_bytes"]
+    assert [r.rank for r in results] == list(range(n))
+    tensor_bytes = results[0].tensor_bytes
     assert tensor_bytes == numel * 4
     ulp = torch.finfo(torch.float32).eps
     for r in results:
-        assert r["world_size"] == n
-        assert r["integers_equal"] is True  # float64 sums of integers: exact in any order
-        assert r["max_abs_difference"] <= 4 * ulp * r["max_abs_value"]
-        assert abs(r["bytes_sent"] - cost_model.ring_allreduce_bytes(tensor_bytes, n)) <= 3 * 4
-        assert torch.equal(r["sum"], results[0]["sum"])  # dist.all_reduce: the same bits everywhere
-    assert sum(r["bytes_sent"] for r in results) == 2 * (n - 1) * tensor_bytes
+        assert r.world_size == n
+        assert r.integers_equal is True  # float64 sums of integers: exact in any order
+        assert r.max_abs_difference <= 4 * ulp * r.max_abs_value
+        assert abs(r.bytes_sent - cost_model.ring_allreduce_bytes(tensor_bytes, n)) <= 3 * 4
+        assert torch.equal(r.sum, results[0].sum)  # dist.all_reduce: the same bits everywhere
+    assert sum(r.bytes_sent for r in results) == 2 * (n - 1) * tensor_bytes

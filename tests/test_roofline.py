@@ -1,4 +1,5 @@
-"""Tests for course_lib.hardware.roofline: intensities against hand-computed values, roofs, bad input."""
+"""Tests for course_lib.hardware.roofline: intensities against hand-computed values, roofs, bad input;
+and chapter 10's table and plot of them."""
 
 import math
 
@@ -6,7 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from course_lib.chapters import ch10
 from course_lib.hardware import roofline
+from course_lib.hardware.matmul import ProductResult
 from course_lib.parallel.cost_model import LINKS
 
 
@@ -87,7 +90,7 @@ def test_training_flops_and_time_to_train():
 
 def test_operations_table_has_a_bound_column_per_roof():
     roofs = [roofline.roof_of("A100 SXM 80GB"), roofline.Roof("laptop", 1e11, 2e10)]
-    table = roofline.operations_table(roofline.block_operations(), roofs)
+    table = ch10.operations_table(roofline.block_operations(), roofs)
     assert len(table.rows) == 8 and table.headers[-2].startswith("A100 SXM 80GB bf16: ridge 153")
     assert {row[-1] for row in table.rows} <= {"memory", "compute"}
 
@@ -96,9 +99,12 @@ def test_plot_roofline_has_labelled_axes_and_one_line_per_roof():
     import matplotlib.pyplot as plt
 
     roofs = [roofline.roof_of("H100 SXM"), roofline.Roof("this CPU", 2e11, 2e10)]
-    fig = roofline.plot_roofline(roofs, roofline.block_operations()[:2], [("measured", 1.0, 1e10)])
+    measured = ProductResult(roofline.matmul_operation(1, 64, 64, "fp32", "measured"), "cpu", (1e-3,), 1)
+    fig = ch10.plot_roofline(roofs, roofline.block_operations()[:2], [measured])
     ax = fig.axes[0]
     assert len(ax.get_lines()) == 2 and "intensity" in ax.get_xlabel() and "FLOP/s" in ax.get_ylabel()
+    (note,) = ax.texts
+    assert note.get_text() == "measured" and note.xy == (measured.operation.intensity, measured.flops_per_second)
     plt.close(fig)
 
 
@@ -113,7 +119,7 @@ def test_plot_roofline_has_labelled_axes_and_one_line_per_roof():
     (lambda: roofline.block_operations(mode="prefill"), "unknown mode 'prefill'"),
     (lambda: roofline.time_to_train(1e9, 1e9, 1e12, utilisation=40), r"share in \(0, 1\]"),
     (lambda: roofline.time_to_train(1e9, 1e9, 1e12, devices=0), "devices must be"),
-    (lambda: roofline.plot_roofline([]), "at least one roof"),
+    (lambda: ch10.plot_roofline([]), "at least one roof"),
 ])
 def test_bad_input_gets_a_clear_message(call, message):
     with pytest.raises(ValueError, match=message):

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from safetensors.torch import save_file
 
+from course_lib.base import timing
 from course_lib.compression import sparse_checkpoints as ss
 
 CODECS = {"csr": (ss.to_csr, ss.from_csr), "bitmask": (ss.to_bitmask, ss.from_bitmask)}

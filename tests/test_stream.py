@@ -1,5 +1,5 @@
 """Tests for course_lib.hardware.stream: STREAM's kernels and byte counts, the results, the table,
-the plot and the errors (never the speeds, beyond their being positive and finite)."""
+chapter 10's plot of them and the errors (never the speeds, beyond their being positive and finite)."""
 
 import itertools
 import math
@@ -10,6 +10,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from course_lib.chapters import ch10
 from course_lib.hardware import stream as mb
 
 KIB, MIB, GIB = 2**10, 2**20, 2**30
@@ -54,7 +55,7 @@ def made_up(kernel, working_set, gb_per_s, device="cpu", times=None, threads=1):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("kernel", ARRAYS)
 def test_each_kernel_computes_what_stream_defines(kernel, dtype):
-    k = mb.stream_kernel(kernel, 1000, "cpu", dtype)
+    k = mb.StreamKernel(kernel, 1000, "cpu", dtype)
     assert k.a.dtype == DTYPES[dtype][0] and len(k.a) == 1000
     assert (k.c is not None) == (ARRAYS[kernel] == 3)
     assert not k.verify()  # before the call, a holds its own seeded values
@@ -65,7 +66,7 @@ def test_each_kernel_computes_what_stream_defines(kernel, dtype):
 @pytest.mark.parametrize("kernel", ARRAYS)
 def test_many_passes_in_one_call_still_compute_every_element(kernel):
     for passes, regions in [(36, 1), (12, 2), (7, 1)]:
-        k = mb.stream_kernel(kernel, 4000, "cpu", torch.float32, passes=passes, regions=regions)
+        k = mb.StreamKernel(kernel, 4000, "cpu", torch.float32, passes=passes, regions=regions)
         check_one_call(k)
         part = 4000 // regions
         assert part / 2 <= k.window < part
@@ -75,7 +76,7 @@ def test_many_passes_in_one_call_still_compute_every_element(kernel):
 
 def test_fp16_and_bf16_results_are_exact_too():
     for dtype in (torch.float16, "bf16"):
-        check_one_call(mb.stream_kernel("triad", 300, "cpu", dtype))
+        check_one_call(mb.StreamKernel("triad", 300, "cpu", dtype))
 
 
 # --- STREAM's byte counts ---------------------------------------------------------------------------
@@ -85,14 +86,14 @@ def test_fp16_and_bf16_results_are_exact_too():
 @pytest.mark.parametrize("kernel", ARRAYS)
 def test_bytes_moved_is_arrays_times_elements_times_element_size(kernel, dtype):
     assert mb.KERNELS[kernel] == ARRAYS[kernel]
-    k = mb.stream_kernel(kernel, 1234, "cpu", DTYPES[dtype][0])
+    k = mb.StreamKernel(kernel, 1234, "cpu", DTYPES[dtype][0])
     assert k.bytes_moved == k.working_set == ARRAYS[kernel] * 1234 * DTYPES[dtype][1]
 
 
 @settings(max_examples=40, deadline=None)
 @given(n=st.integers(1, 5000), kernel=st.sampled_from(sorted(ARRAYS)), dtype=st.sampled_from(sorted(DTYPES)))
 def test_bytes_moved_formula_holds_for_any_size(n, kernel, dtype):
-    k = mb.stream_kernel(kernel, n, "cpu", dtype)
+    k = mb.StreamKernel(kernel, n, "cpu", dtype)
     assert k.bytes_moved == ARRAYS[kernel] * n * DTYPES[dtype][1]
 
 
@@ -138,10 +139,9 @@ def test_one_kernel_by_name_in_fp64_and_a_large_set_in_one_pass():
 
 
 def test_default_working_sets_span_the_caches():
-    cpu = mb.default_working_sets("cpu")
+    cpu = mb._default_working_sets(torch.device("cpu"))
     assert cpu[0] == 16 * KIB and cpu[-1] == 256 * MIB and len(cpu) == 8
     assert all(b == 4 * a for a, b in itertools.pairwise(cpu))
-    assert mb.default_working_sets("cpu") == mb.default_working_sets(torch.device("cpu"))
 
 
 # --- results, table, peak ---------------------------------------------------------------------------
@@ -238,7 +238,7 @@ def test_cache_sizes_read_from_sysfs(tmp_path):
 def test_plot_has_labelled_axes_one_line_per_kernel_and_the_caches():
     results = [made_up(k, ws, gb) for k in ("copy", "triad")
                for ws, gb in [(16 * KIB, 300.0), (MIB, 150.0), (256 * MIB, 40.0)]]
-    fig = mb.plot_bandwidth(results, caches={"L1d": 48 * KIB, "L2": MIB, "L3": 32 * MIB})
+    fig = ch10.plot_bandwidth(results, caches={"L1d": 48 * KIB, "L2": MIB, "L3": 32 * MIB})
     try:
         ax = fig.axes[0]
         assert "working set" in ax.get_xlabel() and "bytes" in ax.get_xlabel()
@@ -257,10 +257,10 @@ def test_plot_has_labelled_axes_one_line_per_kernel_and_the_caches():
         assert "16 KiB" in ticks and "1 MiB" in ticks and "256 MiB" in ticks
     finally:
         plt.close(fig)
-    fig = mb.plot_bandwidth(results)  # this machine's caches, whatever they are
+    fig = ch10.plot_bandwidth(results)  # this machine's caches, whatever they are
     plt.close(fig)
     with pytest.raises(ValueError, match="cache size of L2 must be a whole number"):
-        mb.plot_bandwidth(results, caches={"L2": 0})
+        ch10.plot_bandwidth(results, caches={"L2": 0})
 
 
 # --- errors that say what to do ---------------------------------------------------------------------
@@ -270,7 +270,7 @@ def test_unknown_kernel():
     with pytest.raises(ValueError, match="unknown kernel 'foo'; valid values: copy, scale, add, triad"):
         mb.measure_bandwidth(["copy", "foo"], [MIB])
     with pytest.raises(ValueError, match="unknown kernel 'foo'"):
-        mb.stream_kernel("foo", 10)
+        mb.StreamKernel("foo", 10)
     with pytest.raises(ValueError, match="non-empty list"):
         mb.measure_bandwidth([], [MIB])
 
@@ -318,7 +318,7 @@ def test_unknown_dtype(bad):
     with pytest.raises(ValueError, match=r"unknown dtype .*valid values: fp32, fp64, fp16, bf16"):
         mb.measure_bandwidth("copy", [MIB], dtype=bad)
     with pytest.raises(ValueError, match="unknown dtype"):
-        mb.stream_kernel("copy", 10, dtype=bad)
+        mb.StreamKernel("copy", 10, dtype=bad)
 
 
 @pytest.mark.parametrize("bad", [0, -1, 2.5, True])
@@ -335,11 +335,11 @@ def test_other_bad_arguments():
     with pytest.raises(ValueError, match="unknown device 'tpu'"):
         mb.measure_bandwidth("copy", [MIB], device="tpu")
     with pytest.raises(ValueError, match="passes=1000000 is too many for 100 elements"):
-        mb.stream_kernel("copy", 100, passes=10**6)
+        mb.StreamKernel("copy", 100, passes=10**6)
     with pytest.raises(ValueError, match="must split evenly into 2 regions"):
-        mb.stream_kernel("copy", 101, passes=4, regions=2)
+        mb.StreamKernel("copy", 101, passes=4, regions=2)
     with pytest.raises(ValueError, match="n_elements must be a whole number >= 1"):
-        mb.stream_kernel("copy", 0)
+        mb.StreamKernel("copy", 0)
     with pytest.raises(ValueError, match="triad needs 3 buffers"):
         mb.StreamKernel("triad", 10, buffers=[torch.zeros(10), torch.zeros(10)])
 
@@ -356,13 +356,14 @@ def test_host_to_device_without_a_gpu_says_how_to_get_one():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_on_a_gpu_kernels_compute_stream_and_copies_are_timed():
     for kernel in ARRAYS:
-        check_one_call(mb.stream_kernel(kernel, 100_000, "cuda", torch.float32, passes=64))
+        check_one_call(mb.StreamKernel(kernel, 100_000, "cuda", torch.float32, passes=64))
     results = mb.measure_bandwidth(working_sets=[MIB, 64 * MIB], device="cuda", repeats=2, min_seconds=0)
     assert [r.device for r in results] == ["cuda"] * 8 and all(r.threads is None for r in results)
     assert all(r.gb_per_s > 0 and math.isfinite(r.gb_per_s) for r in results)
-    assert mb.default_working_sets("cuda") == tuple(MIB * 4**k for k in range(6))
+    assert mb._default_working_sets(torch.device("cuda")) == tuple(MIB * 4**k for k in range(6))
+    assert mb.last_level_cache("cuda") > 0
     for pinned in (True, False):
         (r,) = mb.host_to_device([16 * MIB], repeats=2, pinned=pinned)
         assert r.kernel == f"host-to-device {'pinned' if pinned else 'pageable'}"
         assert r.bytes_moved == r.working_set == 16 * MIB and r.gb_per_s > 0
-    plt.close(mb.plot_bandwidth(results))
+    plt.close(ch10.plot_bandwidth(results))

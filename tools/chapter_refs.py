@@ -26,7 +26,8 @@ SKIP = {"__init__", "__main__", "_about"}
 LINE = re.compile(r"^(Chapters?|Used by) .*\.$")
 #: Modules that the notebooks use only through another module, and the chapter that teaches them
 #: (i18n: the texts of chapter 3's bit explorer, the first widget that speaks Dutch).
-TAUGHT_IN = {"stories": 1, "traffic": 8, "i18n": 3}
+TAUGHT_IN = {"stories": 1, "story_world": 1, "story_troubles": 1, "story_discoveries": 1, "traffic": 8,
+             "i18n": 3}
 
 
 def chapters() -> dict[int, tuple[str, str]]:
@@ -46,7 +47,7 @@ def users(module: str, name: str, book: dict[int, tuple[str, str]]) -> list[int]
     found = []
     for number, (_, code) in book.items():
         dotted = re.search(rf"\b{module}\.{name}\b", code)
-        imported = re.search(rf"from course_lib(\.\w+)*\.{module} import [^\n]*\b{name}\b", code)
+        imported = re.search(rf"from course_lib(\.\w+)*\.{module} import (\([^)]*|[^\n]*)\b{name}\b", code)
         if dotted or imported:
             found.append(number)
     return found

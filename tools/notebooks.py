@@ -28,23 +28,38 @@ NOTEBOOK_DIR = ROOT / "notebooks"
 INTRO = ROOT / "book" / "intro.md"
 BADGE_TAG = "course-badges"
 
-#: The chapters of the course plan, in order: (number, title, notebook file name).
-CHAPTERS: tuple[tuple[int, str, str], ...] = (
-    (1, "Pretraining objectives", "01_pretraining_objectives.ipynb"),
-    (2, "The memory wall", "02_memory_wall.ipynb"),
-    (3, "Number formats", "03_number_formats.ipynb"),
-    (4, "Quantizing π", "04_quantizing_pi.ipynb"),
-    (5, "Quantization", "05_quantization.ipynb"),
-    (6, "Pruning lab", "06_pruning.ipynb"),
-    (7, "GPTQ lab", "07_gptq.ipynb"),
-    (8, "Data parallelism with DDP", "08_ddp.ipynb"),
-    (9, "Sharding with ZeRO and FSDP", "09_zero_fsdp.ipynb"),
-    (10, "Hardware for LLM training", "10_hardware.ipynb"),
+#: The one list of the book's parts and chapters, in order: (caption, ((number, title, notebook), ...)).
+#: The book's _toc.yml, the landing page's chapter list and the README's chapter table are written
+#: from it (``tools/notebooks.py``; ``--check`` reports drift, and a test runs it).
+PARTS: tuple[tuple[str, tuple[tuple[int, str, str], ...]], ...] = (
+    ("Part I: Why training LLMs is hard", (
+        (1, "Pretraining objectives", "01_pretraining_objectives.ipynb"),
+        (2, "The memory wall", "02_memory_wall.ipynb"),
+        (3, "Number formats", "03_number_formats.ipynb"),
+        (4, "Quantizing π", "04_quantizing_pi.ipynb"),
+    )),
+    ("Part II: Making models smaller", (
+        (5, "Quantization", "05_quantization.ipynb"),
+        (6, "Pruning lab", "06_pruning.ipynb"),
+        (7, "GPTQ lab", "07_gptq.ipynb"),
+    )),
+    ("Part III: Beyond one GPU", (
+        (8, "Data parallelism with DDP", "08_ddp.ipynb"),
+        (9, "Sharding with ZeRO and FSDP", "09_zero_fsdp.ipynb"),
+        (10, "Hardware for LLM training", "10_hardware.ipynb"),
+    )),
+)  # fmt: skip
+#: Every chapter, in order: (number, title, notebook file name).
+CHAPTERS: tuple[tuple[int, str, str], ...] = tuple(c for _, chapters in PARTS for c in chapters)
+#: Editions in other languages: (part of the book, title, notebook path under notebooks/, summary).
+EDITIONS: tuple[tuple[str, str, str, str], ...] = (
+    ("Nederlandstalige editie", "Kwantisatie: minder bits per getal", "nl/kwantisatie.ipynb",
+     "Dutch edition of the quantization lesson: chapters 2–4's numbers, the bit explorer and the "
+     "memory calculator in Dutch"),
 )
-#: Editions in other languages: (part of the book, title, notebook path under notebooks/).
-EDITIONS: tuple[tuple[str, str, str], ...] = (
-    ("Nederlandstalige editie", "Kwantisatie: minder bits per getal", "nl/kwantisatie.ipynb"),
-)
+TOC = ROOT / "book" / "_toc.yml"
+README = ROOT / "README.md"
+_TABLE_START, _TABLE_END = "<!-- chapter-table:start -->", "<!-- chapter-table:end -->"
 _LIST_START, _LIST_END = "<!-- chapter-list:start -->", "<!-- chapter-list:end -->"
 SETUP_TAG = "course-setup"
 
@@ -72,14 +87,25 @@ def badges_markdown(notebook: str) -> str:
 
 
 def setup_source() -> str:
-    """The setup cell: install the pinned course on Colab only, then seed and print the environment check."""
+    """The setup cell: install the pinned course on Colab only, then seed and print the environment check.
+
+    pip keeps Colab's torch (it satisfies the course's floor and pip upgrades nothing that does); a
+    failed install stops the cell with what to do, rather than at the import below it.
+    """
     return (
         "# Setup: installs the course on Colab only (pinned); seeds, checks the environment.\n"
         "import sys\n"
         "\n"
         'if "google.colab" in sys.modules:\n'
         f'    REPOSITORY = "{REPOSITORY}"\n'
+        "    # pip keeps Colab's own torch, which is new enough for the course.\n"
         f'    !pip install -q "course-lib @ git+{{REPOSITORY}}@{COLAB_REF}"\n'
+        "    if _exit_code:  # set by the ! line: pip failed\n"
+        "        raise RuntimeError(\n"
+        '            "The course could not be installed (see pip above). It needs the internet "\n'
+        '            f"and Python 3.10+ (this is {sys.version.split()[0]}): reconnect, or pick "\n'
+        '            "a newer runtime (Runtime > Change runtime type); rerun this cell."\n'
+        "        )\n"
         "\n"
         "from course_lib.base.env import setup_notebook\n"
         "\n"
@@ -133,9 +159,53 @@ def stamp_intro(path: Path = INTRO, write: bool = True) -> bool:
     return new != text
 
 
+def toc_yaml() -> str:
+    """The book's _toc.yml: the landing page, each part with its chapters, the editions, the references."""
+    lines = ["# Written by tools/notebooks.py from its PARTS and EDITIONS: edit those, not this file.",
+             "format: jb-book", "root: intro", "parts:"]
+    parts = [(caption, [name for _, _, name in chapters]) for caption, chapters in PARTS]
+    parts += [(caption, [name]) for caption, _, name, _ in EDITIONS]
+    for caption, names in parts:
+        lines += [f'  - caption: "{caption}"', "    chapters:"]
+        lines += [f"      - file: notebooks/{name.removesuffix('.ipynb')}" for name in names
+                  if (NOTEBOOK_DIR / name).exists()]
+    lines += ['  - caption: "References"', "    chapters:", "      - file: bibliography"]
+    return "\n".join(lines) + "\n"
+
+
+def readme_table() -> str:
+    """The README's chapter table: number, linked title, and whether the chapter is written."""
+    rows = ["| # | chapter | status |", "|---|---|---|"]
+    for number, title, name in CHAPTERS:
+        ready = (NOTEBOOK_DIR / name).exists()
+        link = f"[{title}](notebooks/{name})" if ready else title
+        rows.append(f"| {number} | {link} | {'ready' if ready else 'planned'} |")
+    for _, title, name, summary in EDITIONS:
+        rows.append(f"| {name.split('/')[0]} | [{title}](notebooks/{name}) ({summary}) | ready |")
+    return "\n".join(rows)
+
+
+def _between(text: str, start: str, end: str, body: str) -> str:
+    i, j = text.index(start) + len(start), text.index(end)
+    return text[:i] + "\n" + body + "\n" + text[j:]
+
+
+def stamp_lists(write: bool = True) -> list[str]:
+    """Write _toc.yml and the README's chapter table from PARTS; the names of the files that changed."""
+    changed = []
+    for path, new in ((TOC, toc_yaml()),
+                      (README, _between(README.read_text(encoding="utf-8"), _TABLE_START, _TABLE_END,
+                                        readme_table()))):
+        if path.read_text(encoding="utf-8") != new:
+            changed.append(path.relative_to(ROOT).as_posix())
+            if write:
+                path.write_text(new, encoding="utf-8")
+    return changed
+
+
 def notebook_paths() -> list[Path]:
     """Every chapter notebook, in course order, then the editions in other languages."""
-    editions = [NOTEBOOK_DIR / name for _, _, name in EDITIONS]
+    editions = [NOTEBOOK_DIR / name for _, _, name, _ in EDITIONS]
     return sorted(NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb")) + editions
 
 
@@ -197,6 +267,9 @@ def main(argv: list[str] | None = None) -> int:
     verb = "out of date (run: .venv/bin/python tools/notebooks.py)" if check else "stamped"
     drift = stamp_intro(write=not check)
     print(f"book/intro.md: {verb if drift else 'up to date'}")
+    for name in stamp_lists(write=not check):
+        drift = True
+        print(f"{name}: {verb}")
     for path in notebook_paths():
         name = notebook_name(path)
         if names and name not in names:

@@ -29,7 +29,7 @@ class DType:
     name: str
     torch: torch.dtype | None
     bytes: float
-    format: str  # the name :func:`course_lib.numbers.formats.get_format` knows
+    format: str  # the name :func:`course_lib.numbers.format_specs.get_format` knows
 
 
 #: Every data type the course names, in the order tables list them.

@@ -24,7 +24,7 @@ __all__ = ["TimedRuns", "calls_per_run", "check_device", "check_min_seconds", "i
 def check_device(device: str | torch.device | None) -> torch.device:
     """The torch device to time on: ``"cpu"``, ``"cuda"``, a device, or None for the GPU when there is one.
 
-    Chapter 3, *Number formats*.
+    Used by the library's other modules.
     """
     from course_lib.base.env import get_device
 
@@ -39,10 +39,11 @@ def check_device(device: str | torch.device | None) -> torch.device:
 class TimedRuns:
     """The seconds of every timed run of one measurement (``times``), and its fastest and median run.
 
-    Every measurement of the course shares it (matrix products, memory bandwidth, disk reads, the input pipeline): the fastest run is the
-    one least disturbed by other work on the machine, the median says how noisy the runs were.
+    Every measurement of the course shares it (matrix products, memory bandwidth, disk reads, the
+    input pipeline): the fastest run is the one least disturbed by other work on the machine, the
+    median says how noisy the runs were.
 
-    Chapter 3, *Number formats*.
+    Used by the library's other modules.
     """
 
     times: tuple[float, ...]
@@ -71,7 +72,7 @@ class TimedRuns:
 def sync(device: torch.device) -> None:
     """Wait until the device has finished its queued work (a no-op on the CPU).
 
-    Chapter 3, *Number formats*.
+    Used by the library's other modules.
     """
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -80,7 +81,7 @@ def sync(device: torch.device) -> None:
 def check_min_seconds(min_seconds: Any) -> float:
     """``min_seconds`` as a float, or a clear error unless it is a number >= 0.
 
-    Chapter 3, *Number formats*.
+    Used by the library's other modules.
     """
     if isinstance(min_seconds, bool) or not isinstance(min_seconds, (int, float)) or not min_seconds >= 0:
         raise ValueError(f"min_seconds must be a number >= 0, got {min_seconds!r}")
@@ -104,7 +105,7 @@ def interleaved_times(
     divided by ``number[i]``. ``device`` is the one synchronised (None: CUDA when present, else CPU).
     There is no warm-up here: call each callable once before.
 
-    Chapter 3, *Number formats*.
+    Used by the library's other modules.
     """
     dev = check_device(device)
     repeats = positive(repeats, "repeats", integer=True)
@@ -129,7 +130,7 @@ def calls_per_run(call: Callable[[], object], device: str | torch.device | None 
     The first call is a warm-up (it picks kernels and touches memory); the faster of the next two
     timed calls sets the count.
 
-    Chapter 3, *Number formats*.
+    Used by the library's other modules.
     """
     dev = check_device(device)
     call()
@@ -140,7 +141,7 @@ def calls_per_run(call: Callable[[], object], device: str | torch.device | None 
 def timed(call: Callable[[], object], dev: torch.device, number: int) -> float:
     """Seconds for ``number`` calls back to back, the device synchronised before and after.
 
-    Chapter 3, *Number formats*.
+    Used by the library's other modules.
     """
     sync(dev)
     start = time.perf_counter()

@@ -1,4 +1,5 @@
-"""Chapter 2, *The memory wall*: the chapter's plot of memory per parameter, and its exercises."""
+"""Chapter 2, *The memory wall*: the chapter's table of measured against estimated bytes, its plot of
+memory per parameter, and its exercises."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import matplotlib.pyplot as plt
 
 from course_lib.base.plots import COMPONENT_COLOURS, use_course_style
 from course_lib.exercises.questions import Question
-from course_lib.numbers import memory
+from course_lib.numbers import memory, memory_meter
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -91,3 +92,23 @@ def memory_bars(
     ax2.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
     fig.tight_layout()
     return fig
+
+
+def comparison_rows(
+    measured: memory_meter.Measurement, estimate: memory.Breakdown, activation_estimates: dict[str, float]
+) -> list[list[str]]:
+    """Rows of measured against estimated bytes per component, with the difference, for a table.
+
+    Chapter 2, *The memory wall*.
+    """
+
+    def row(name: str, got: int, expected: float) -> list[str]:
+        return [name, f"{got:,}", f"{int(expected):,}", f"{got - int(expected):+,}"]
+
+    rows = [
+        row("weights", measured.weights, estimate.weights),
+        row("gradients", measured.gradients, estimate.gradients),
+        row("Adam states", measured.optimizer_states, estimate.optimizer_states),
+    ]
+    rows += [row(f"activations, {label}", measured.activations, value) for label, value in activation_estimates.items()]
+    return rows

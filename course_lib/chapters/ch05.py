@@ -1,23 +1,43 @@
 """Chapter 5's own tables and plots ("Quantization"): they draw results, never compute the algorithms.
 
-The algorithms are in :mod:`course_lib.compression.quant` (the quantizer), :mod:`course_lib.compression.quant_layers`
-(quantized layers), :mod:`course_lib.compression.ptq` (whole-model measurements) and :mod:`course_lib.compression.qat`.
+The algorithms are in :mod:`course_lib.compression.quant` (the quantizer),
+:mod:`course_lib.compression.quant_layers` (quantized layers), :mod:`course_lib.compression.ptq`
+(whole-model measurements), :mod:`course_lib.compression.outliers`, :mod:`course_lib.compression.qat`
+and :mod:`course_lib.compression.lora`.
 """
 
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import torch
 from torch import nn
 
 from course_lib.base.tables import Table
-from course_lib.compression import ptq, quant
+from course_lib.compression import lora, outliers, ptq, quant
 from course_lib.compression.quant import QuantConfig
 from course_lib.compression.quant_layers import describe, weight_matrix
 from course_lib.exercises.questions import Question
 from course_lib.numbers import memory
+
+
+def crosscheck_table(check: ptq.TorchCrosscheck) -> Table:
+    """Our quantizers against torch's, as :func:`~course_lib.compression.ptq.torch_crosscheck` counted.
+
+    Chapter 5, *Quantization*.
+    """
+    def share(n: int) -> str:
+        return f"{n:,} of {check.total:,}"
+
+    return Table(["our quantizer", "torch reference", "identical", "in torch's order of operations"], [
+        ["INT8 absmax per tensor", "torch.quantize_per_tensor", share(check.absmax_tensor), "-"],
+        ["INT8 absmax per channel", "torch.quantize_per_channel", share(check.absmax_channel), "-"],
+        ["INT8 zero-point per channel", "torch.quantize_per_channel", share(check.zeropoint_channel),
+         share(check.torch_order)],
+        ["INT4 zero-point g64 (decoded)", "torch.fake_quantize_per_channel_affine", share(check.zeropoint_g64),
+         "-"],
+    ])
 
 
 def ptq_table(results: Sequence[ptq.PTQResult], title: str | None = None) -> Table:
@@ -117,6 +137,20 @@ def size_table(rows_by_config: dict[str, list[ptq.SizeRow]]) -> Table:
         table_rows.append([f"{r.n_params:,}", f"{r.fp32_loss:.4f}"]
                           + [f"{rows_by_config[k][i].perplexity_change:+.2%}" for k in labels])
     return Table(["parameters", "FP32 validation loss"] + [f"{k}: perplexity change" for k in labels], table_rows)
+
+
+def size_trend(rows: Sequence[ptq.SizeRow]) -> str:
+    """One sentence on whether the perplexity change shrinks as the models grow (computed, not assumed).
+
+    Chapter 5, *Quantization*.
+    """
+    changes = [r.perplexity_change for r in rows]
+    shrinking = all(b <= a for a, b in zip(changes, changes[1:]))
+    first, last = rows[0], rows[-1]
+    verdict = ("shrinks at every step" if shrinking else
+               "does not shrink steadily" if changes[-1] < changes[0] else "does not shrink")
+    return (f"From {first.n_params:,} to {last.n_params:,} parameters the perplexity change goes from "
+            f"{changes[0]:+.2%} to {changes[-1]:+.2%}: it {verdict} across these {len(rows)} models.")
 
 
 def billion_table(n_params: float = 1e9, methods: Sequence[str] = ptq.PTQ_METHODS) -> Table:
@@ -255,21 +289,37 @@ def perplexity_table(rows: Sequence[tuple[str, float]], baseline: float, title: 
                  [[label, f"{p:.4f}", f"{p / baseline - 1:+.2%}"] for label, p in rows], title=title)
 
 
+def outlier_table(rows: Sequence[outliers.OutlierRow], title: str | None = None) -> Table:
+    """The rows of :func:`~course_lib.compression.outliers.compare_methods` as a table.
+
+    Chapter 5, *Quantization*.
+    """
+    return Table(["8-bit recipe", "relative error of X W^T", "X entries rounded to 0"],
+                 [[r.method, f"{r.error:.2%}", "-" if r.zeroed != r.zeroed else f"{r.zeroed:.1%}"] for r in rows],
+                 title=title)
+
+
+def finetune_memory_table(rows: Iterable[lora.FinetuneMemory], n_model: int) -> Table:
+    """Measured fine-tuning memory per method, trainable parameters as a share of the ``n_model``-parameter model.
+
+    Chapter 5, *Quantization*.
+    """
+    headers = ["method", "trainable parameters", "weights (kB)", "gradients (kB)", "AdamW states (kB)", "total (kB)"]
+    return Table(headers,
+                 [[r.label, f"{r.trainable:,} ({r.trainable / n_model:.1%})", f"{r.weights / 1e3:,.0f}",
+                   f"{r.gradients / 1e3:,.0f}", f"{r.optimizer / 1e3:,.0f}", f"{r.total_bytes / 1e3:,.0f}"]
+                  for r in rows])
+
+
 def _zeropoint_roundtrip(values: tuple[float, ...], index: int, bits: int) -> float:
     """What ``values[index]`` comes back as under per-tensor zero-point quantization with ``bits`` bits."""
-    import torch
-
     config = quant.QuantConfig(bits, "zeropoint", "tensor", scale_dtype="fp32")
     return float(quant.quantize_dequantize(torch.tensor(values), config)[index])
 
 
 def _lora_parameters(n_in: int, n_out: int, rank: int) -> float:
     """Trainable parameters of one LoRA adapter, counted on a real LoRALinear (base on the meta device)."""
-    from torch import nn
-
-    from course_lib.compression.lora import LoRALinear, count_trainable
-
-    return float(count_trainable(LoRALinear(nn.Linear(n_in, n_out, device="meta"), rank=rank))[0]
+    return float(lora.count_trainable(lora.LoRALinear(nn.Linear(n_in, n_out, device="meta"), rank=rank))[0]
                  - n_in * n_out - n_out)
 
 

@@ -1,4 +1,5 @@
-"""Chapter 6's own plots and tables ("Pruning lab"); the pruning itself lives in :mod:`course_lib.compression.prune`."""
+"""Chapter 6's own plots and tables ("Pruning lab"); the pruning itself lives in :mod:`course_lib.compression.prune`,
+:mod:`course_lib.compression.prune_structured` and :mod:`course_lib.compression.sparse_checkpoints`."""
 
 from __future__ import annotations
 
@@ -10,13 +11,15 @@ import matplotlib.pyplot as plt
 
 from course_lib.base.plots import use_course_style
 from course_lib.base.tables import Table
+from course_lib.compression import prune
 from course_lib.exercises.questions import Question
 
 if TYPE_CHECKING:
     import torch
     from matplotlib.figure import Figure
+    from torch import nn
 
-__all__ = ["plot_layer_sparsity", "plot_sparsity_sweep", "sweep_table"]
+__all__ = ["plot_layer_sparsity", "plot_sparsity_sweep", "sparsity_table", "sweep_table"]
 
 #: One colour per pruning scope, the same in every plot of the chapter.
 SCOPE_COLOURS = {"layer": "#4C72B0", "global": "#C44E52"}
@@ -85,6 +88,26 @@ def sweep_table(sweep: Mapping[str, Mapping[float, tuple[float, float]]], dense:
     return Table(headers, rows, title=f"Test perplexity (dense model: {dense:.2f})")
 
 
+def sparsity_table(model: nn.Module, title: str | None = None) -> Table:
+    """Zeros per kind of prunable layer (summed over blocks), the prunable total, and the whole model.
+
+    Chapter 6, *Pruning lab*.
+    """
+    kinds: dict[str, list[int]] = {}
+    for name, w in prune.prunable_weights(model).items():
+        kind = ".".join(p for p in name.split(".")[:-1] if not p.isdigit() and p not in ("transformer", "h"))
+        zeros_total = kinds.setdefault(kind, [0, 0])
+        zeros_total[0] += int((w == 0).sum())
+        zeros_total[1] += w.numel()
+    everything = [int((p == 0).sum()) for p in model.parameters()], [p.numel() for p in model.parameters()]
+    rows = [[k, f"{t:,}", f"{z:,}", f"{z / t:.1%}"] for k, (z, t) in kinds.items()]
+    z, t = sum(v[0] for v in kinds.values()), sum(v[1] for v in kinds.values())
+    rows.append(["all prunable weights", f"{t:,}", f"{z:,}", f"{z / t:.1%}"])
+    za, ta = sum(everything[0]), sum(everything[1])
+    rows.append(["whole model (with embeddings, norms, biases)", f"{ta:,}", f"{za:,}", f"{za / ta:.1%}"])
+    return Table(["weights", "count", "zeros", "sparsity"], rows, title=title)
+
+
 def _csr_bytes(rows: int, cols: int, density: float) -> float:
     """Bytes of a float32 [rows, cols] matrix in CSR with int32 indices, measured on a real matrix."""
     import torch
@@ -115,9 +138,7 @@ def _mlp_unit_parameters(hidden: int, units: int) -> float:
 
 def _cubic(final: float, stages: int, stage: int) -> float:
     """The sparsity after ``stage`` of ``stages`` on the cubic schedule to ``final``."""
-    from course_lib.compression.prune import cubic_schedule
-
-    return cubic_schedule(final, stages)[stage - 1]
+    return prune.cubic_schedule(final, stages)[stage - 1]
 
 
 #: The chapter's numeric questions, each checked against the library.

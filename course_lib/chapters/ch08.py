@@ -2,7 +2,8 @@
 
 Chapter 8, *Data parallelism with DDP*, shows what :mod:`course_lib.parallel` measured: which
 rows each rank trained on, the parameter checksums of every rank after every step, DDP's gradient
-buckets and their timings, throughput per number of ranks, and the memory each rank holds.
+buckets and their timings, throughput per number of ranks, the memory each rank holds, and how
+:mod:`course_lib.parallel.cost_model` predicts DDP to scale on GPUs.
 The runs themselves are in :mod:`course_lib.parallel.ddp`; nothing here computes a result.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from course_lib.base.tables import Table
 from course_lib.exercises.questions import Question
@@ -20,8 +21,8 @@ from course_lib.parallel import cost_model, ddp
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["bucket_table", "checksum_table", "memory_table", "plot_overlap", "shard_table",
-           "throughput_table"]
+__all__ = ["bucket_table", "checksum_table", "memory_table", "plot_overlap", "plot_scaling",
+           "shard_table", "throughput_table"]
 
 
 def shard_table(global_batch: int, world_size: int) -> Table:
@@ -35,68 +36,67 @@ def shard_table(global_batch: int, world_size: int) -> Table:
                  title=f"A global batch of {global_batch} windows shared by {world_size} ranks")
 
 
-def checksum_table(ranks: Sequence[Mapping[str, Any]], single: Mapping[str, Any]) -> Table:
+def checksum_table(ranks: Sequence[ddp.DDPRank], single: ddp.TrainingRun) -> Table:
     """Per step: the loss over the global batch (DDP and one process), and every rank's checksum.
 
     Chapter 8, *Data parallelism with DDP*.
     """
     rows = []
-    for step, loss in enumerate(single["history"]):
-        ddp_loss = sum(r["history"][step] for r in ranks) / len(ranks)
-        sums = [r["checksums"][step] for r in ranks]
+    for step, loss in enumerate(single.history):
+        ddp_loss = sum(r.history[step] for r in ranks) / len(ranks)
+        sums = [r.checksums[step] for r in ranks]
         rows.append([step, f"{ddp_loss:.4f}", f"{loss:.4f}", *sums,
                      "yes" if len(set(sums)) == 1 else "NO"])
     headers = ["step", "loss, DDP", "loss, one process"]
-    headers += [f"rank {r['rank']} parameters" for r in ranks] + ["ranks identical"]
+    headers += [f"rank {r.rank} parameters" for r in ranks] + ["ranks identical"]
     return Table(headers, rows, title="After every step: loss and parameter checksum per rank")
 
 
-def bucket_table(result: Mapping[str, Any], steps: Sequence[int] = (0, 1)) -> Table:
+def bucket_table(result: ddp.DDPRank, steps: Sequence[int] = (0, 1)) -> Table:
     """DDP's gradient buckets at some steps: how many, their sizes, and their all-reduce times.
 
     Chapter 8, *Data parallelism with DDP*.
     """
     rows = []
     for step in steps:
-        buckets = [b for b in result["buckets"] if b[0] == step]
-        rows.append([step, len(buckets), ", ".join(f"{b[2] / 1e3:,.0f}" for b in buckets),
-                     f"{sum(b[2] for b in buckets):,}",
-                     ", ".join(f"{(b[4] - b[3]) * 1e3:.1f}" for b in buckets)])
+        buckets = [b for b in result.buckets if b.round == step]
+        rows.append([step, len(buckets), ", ".join(f"{b.n_bytes / 1e3:,.0f}" for b in buckets),
+                     f"{sum(b.n_bytes for b in buckets):,}",
+                     ", ".join(f"{(b.done - b.ready) * 1e3:.1f}" for b in buckets)])
     return Table(["step", "buckets", "sizes (kB)", "bytes in all", "all-reduce (ms each)"], rows,
-                 title=f"Rank {result['rank']}'s gradient buckets, in the order they were reduced")
+                 title=f"Rank {result.rank}'s gradient buckets, in the order they were reduced")
 
 
-def plot_overlap(result: Mapping[str, Any], step: int = 2) -> Figure:
+def plot_overlap(result: ddp.DDPRank, step: int = 2) -> Figure:
     """One training step of one rank on a time line: compute, and each bucket's all-reduce.
 
     Chapter 8, *Data parallelism with DDP*.
     """
     import matplotlib.pyplot as plt
 
-    start = result["forwards"][step]
-    end = result["step_times"][step]
-    buckets = [b for b in result["buckets"] if b[0] == step]
+    start = result.forwards[step]
+    end = result.step_times[step]
+    buckets = [b for b in result.buckets if b.round == step]
     fig, ax = plt.subplots(figsize=(9, 2.2 + 0.35 * len(buckets)))
-    ms = [(t - start) * 1e3 for t in (start, end)]
-    ax.barh(len(buckets), ms[1], left=0, color="#4C72B0", height=0.6,
+    ax.barh(len(buckets), (end - start) * 1e3, left=0, color="#4C72B0", height=0.6,
             label="forward, backward, optimizer step")
-    for i, (_, index, n_bytes, ready, done, _) in enumerate(buckets):
-        ax.barh(len(buckets) - 1 - i, (done - ready) * 1e3, left=(ready - start) * 1e3,
+    for i, b in enumerate(buckets):
+        ax.barh(len(buckets) - 1 - i, (b.done - b.ready) * 1e3, left=(b.ready - start) * 1e3,
                 color="#C44E52", height=0.6,
                 label="all-reduce of a bucket" if i == 0 else None)
-        ax.text((done - start) * 1e3, len(buckets) - 1 - i, f"  {n_bytes / 1e6:.1f} MB",
+        ax.text((b.done - start) * 1e3, len(buckets) - 1 - i, f"  {b.n_bytes / 1e6:.1f} MB",
                 va="center", fontsize=9)
     ax.set_yticks(range(len(buckets) + 1),
-                  [f"bucket {b[1]}" for b in reversed(buckets)] + ["compute"])
+                  [f"bucket {b.index}" for b in reversed(buckets)] + ["compute"])
     ax.set_xlabel("milliseconds since the forward pass began")
-    ax.set_title(f"Rank {result['rank']}, step {step}: the buckets are reduced while "
+    ax.set_title(f"Rank {result.rank}, step {step}: the buckets are reduced while "
                  "the backward pass goes on")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2, fontsize=9)
     fig.tight_layout()
     return fig
 
 
-def throughput_table(runs: Mapping[int, Sequence[Mapping[str, Any]]]) -> Table:
+def throughput_table(runs: Mapping[int, Sequence[ddp.DDPRank]]) -> Table:
     """Training tokens per second for each number of ranks, from the second step to the last.
 
     Chapter 8, *Data parallelism with DDP*.
@@ -104,16 +104,16 @@ def throughput_table(runs: Mapping[int, Sequence[Mapping[str, Any]]]) -> Table:
     rows, base = [], None
     for n, results in runs.items():
         measured = [ddp.timings(r) for r in results]
-        rate = min(m["tokens_per_second"] for m in measured)  # the ranks move in step
-        share = sum(m["all_reduce_share"] for m in measured) / len(measured)
+        rate = min(m.tokens_per_second for m in measured)  # the ranks move in step
+        share = sum(m.all_reduce_share for m in measured) / len(measured)
         base = base or rate
-        rows.append([n, results[0]["threads"], f"{rate:,.0f}", f"{rate / base:.2f}x",
+        rows.append([n, results[0].threads, f"{rate:,.0f}", f"{rate / base:.2f}x",
                      f"{share:.0%}"])
     return Table(["ranks", "threads per rank", "tokens/s", "speed-up", "time in all-reduce"],
                  rows, title="Training the course GPT-2 on this machine (global batch fixed)")
 
 
-def memory_table(ranks: Sequence[Mapping[str, Any]], single: Mapping[str, Any],
+def memory_table(ranks: Sequence[ddp.DDPRank], single: ddp.TrainingRun,
                  estimate: memory.Breakdown) -> Table:
     """Bytes of parameters, gradients and optimizer states: each rank, one process, chapter 2.
 
@@ -123,11 +123,48 @@ def memory_table(ranks: Sequence[Mapping[str, Any]], single: Mapping[str, Any],
                 "optimizer states": estimate.optimizer_states + estimate.master_weights}
     rows = []
     for name, value in expected.items():
-        rows.append([name, *[f"{r['state_bytes'][name]:,}" for r in ranks],
-                     f"{single['state_bytes'][name]:,}", f"{value:,.0f}"])
-    headers = ["", *[f"rank {r['rank']}" for r in ranks], "one process",
+        rows.append([name, *[f"{r.state_bytes[name]:,}" for r in ranks],
+                     f"{single.state_bytes[name]:,}", f"{value:,.0f}"])
+    headers = ["", *[f"rank {r.rank}" for r in ranks], "one process",
                f"chapter 2's estimate ({estimate.gpus} GPUs)"]
     return Table(headers, rows, title="Model states in bytes: every rank holds all of them")
+
+
+def plot_scaling(compute_seconds: float, grad_bytes: float, world_sizes: Sequence[int],
+                 links: Sequence[cost_model.Link | str] = ("PCIe 4.0 x16", "NVLink 4 (H100)",
+                                                           "InfiniBand NDR")) -> Figure:
+    """Predicted DDP scaling against the number of GPUs: speedup (and the ideal line), efficiency.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    import matplotlib.pyplot as plt
+
+    sizes = sorted(world_sizes)
+    if not links or not sizes:
+        raise ValueError("pass at least one world size (e.g. [1, 2, 4, 8]) and one link name "
+                         f"(from {list(cost_model.LINKS)}).")
+    fig, (ax, eff) = plt.subplots(1, 2, figsize=(12, 4.4))
+    ax.plot(sizes, sizes, ls="--", color="grey", label="ideal")
+    for link in links:
+        steps = [cost_model.data_parallel_step(compute_seconds, grad_bytes, n, link)
+                 for n in sizes]
+        ax.plot(sizes, [s.speedup for s in steps], marker="o", label=steps[0].link)
+        eff.plot(sizes, [100 * s.efficiency for s in steps], marker="o", label=steps[0].link)
+    for a in (ax, eff):
+        a.set_xscale("log", base=2)
+        a.set_xticks(sizes, [str(n) for n in sizes])
+        a.set_xlabel("GPUs (log scale)")
+    ax.set_yscale("log", base=2)
+    ax.set_yticks(sizes, [str(n) for n in sizes])
+    ax.set_ylabel("speedup over one GPU (log scale)")
+    ax.set_title(f"DDP, {grad_bytes / 1e6:,.0f} MB of gradients, predicted")
+    eff.set_ylabel("scaling efficiency (%)")
+    eff.set_ylim(0, 105)
+    eff.set_title(f"{compute_seconds * 1e3:.0f} ms of compute per step")
+    ax.legend(fontsize=9)
+    eff.legend(fontsize=9)
+    fig.tight_layout()
+    return fig
 
 
 quiz = SimpleNamespace(

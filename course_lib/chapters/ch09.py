@@ -9,24 +9,23 @@ The runs themselves are in :mod:`course_lib.parallel.fsdp`; nothing here trains.
 from __future__ import annotations
 
 import math
-import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from course_lib.base.tables import Table
 from course_lib.exercises.questions import Question
 from course_lib.numbers import memory
-from course_lib.parallel import cost_model, fsdp
+from course_lib.parallel import cost_model, ddp, fsdp
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = ["STAGE", "ZERO_PAPER_GB", "by_run", "equality_table", "factor_table",
            "fsdp_paper_table", "label", "memory_table", "offload_table", "plot_memory",
-           "plot_reduction", "step_seconds", "volume_table", "zero_paper_table"]
+           "plot_reduction", "volume_table", "zero_paper_table"]
 
 #: The ZeRO stage whose formula each strategy is compared with.
 STAGE = {"ddp": 0, "zero1": 1, "zero2": 2, "zero3": 3, "hsdp": 3}
@@ -34,10 +33,10 @@ STAGE = {"ddp": 0, "zero1": 1, "zero2": 2, "zero3": 3, "hsdp": 3}
 ZERO_PAPER_GB = {0: 120, 1: 31.4, 2: 16.6, 3: 1.9}
 _STATES = ("parameters", "gradients", "optimizer states")
 
-Run = Sequence[Mapping[str, Any]]  # one run: the result of every rank, in rank order
+Run = Sequence[fsdp.ShardedRank]  # one run: the result of every rank, in rank order
 
 
-def by_run(results: Sequence[Sequence[Mapping[str, Any]]]) -> list[list[Mapping[str, Any]]]:
+def by_run(results: Sequence[Sequence[fsdp.ShardedRank]]) -> list[list[fsdp.ShardedRank]]:
     """Turn ``launch``'s answer (per rank, a list of runs) into a list of runs (each per rank).
 
     Chapter 9, *Sharding with ZeRO and FSDP*.
@@ -51,22 +50,21 @@ def label(run: Run) -> str:
     Chapter 9, *Sharding with ZeRO and FSDP*.
     """
     r = run[0]
-    name = f"{r['strategy']}, {r['world_size']} ranks"
-    if r["strategy"] == "hsdp":
-        name += f", factor {r['shard_factor']}"
-    if r["offload"]:
+    name = f"{r.strategy}, {r.world_size} ranks"
+    if r.strategy == "hsdp":
+        name += f", factor {r.shard_factor}"
+    if r.offload:
         name += ", offload"
-    if r["mixed_precision"]:
+    if r.mixed_precision:
         name += ", bf16"
     return name
 
 
-def _formula(run: Run) -> memory.Breakdown:
+def _estimate(run: Run) -> memory.Breakdown:
     """Chapter 2's estimate for this run: FP32 Adam, the strategy's ZeRO stage over its ranks."""
     r = run[0]
-    gpus = r["shard_factor"] if r["strategy"] == "hsdp" else r["world_size"]
-    return memory.training_memory(r["n_params"], "fp32", gpus=gpus,
-                                  zero_stage=STAGE[r["strategy"]])
+    gpus = r.shard_factor if r.strategy == "hsdp" else r.world_size
+    return memory.training_memory(r.n_params, "fp32", gpus=gpus, zero_stage=STAGE[r.strategy])
 
 
 def _span(values: Sequence[int]) -> str:
@@ -81,12 +79,11 @@ def memory_table(runs: Sequence[Run]) -> Table:
     """
     rows = []
     for run in runs:
-        held = [sum(r["state_bytes"].values()) for r in run]
-        gathered = [r["peak_parameter_bytes"] - r["state_bytes"]["parameters"] for r in run]
-        rows.append([label(run), *[_span([r["state_bytes"][k] for r in run]) for k in _STATES],
-                     _span(held), f"{_formula(run).model_states / 1e6:.2f}",
-                     f"{STAGE[run[0]['strategy']]}",
-                     _span(gathered)])
+        held = [sum(r.state_bytes.values()) for r in run]
+        gathered = [r.peak_parameter_bytes - r.state_bytes["parameters"] for r in run]
+        rows.append([label(run), *[_span([r.state_bytes[k] for r in run]) for k in _STATES],
+                     _span(held), f"{_estimate(run).model_states / 1e6:.2f}",
+                     f"{STAGE[run[0].strategy]}", _span(gathered)])
     return Table(["run", "parameters", "gradients", "optimizer states", "held", "ZeRO formula",
                   "stage", "+ gathered at peak"], rows,
                  title="MB per rank between steps (min-max over the ranks), and what the "
@@ -103,16 +100,16 @@ def plot_memory(runs: Sequence[Run]) -> Figure:
     fig, ax = plt.subplots(figsize=(10, 4.2))
     colors = {"parameters": "#4C72B0", "gradients": "#DD8452", "optimizer states": "#55A868"}
     for i, run in enumerate(runs):
-        worst = max(run, key=lambda r: sum(r["state_bytes"].values()))
+        worst = max(run, key=lambda r: sum(r.state_bytes.values()))
         bottom = 0.0
         for name in _STATES:
-            value = worst["state_bytes"][name] / 1e6
+            value = worst.state_bytes[name] / 1e6
             ax.bar(i, value, bottom=bottom, color=colors[name], label=name if i == 0 else None)
             bottom += value
-        extra = (worst["peak_parameter_bytes"] - worst["state_bytes"]["parameters"]) / 1e6
+        extra = (worst.peak_parameter_bytes - worst.state_bytes["parameters"]) / 1e6
         ax.bar(i, extra, bottom=bottom, color="white", edgecolor="#4C72B0", hatch="//",
                label="parameters gathered at the peak" if i == 0 else None)
-        ax.plot(i, _formula(run).model_states / 1e6, "k_", markersize=28, mew=2,
+        ax.plot(i, _estimate(run).model_states / 1e6, "k_", markersize=28, mew=2,
                 label="ZeRO formula" if i == 0 else None)
     ax.set_xticks(range(len(runs)), [label(r).replace(", ", "\n", 1) for r in runs], fontsize=8)
     ax.set_ylabel("MB held by the fullest rank")
@@ -134,11 +131,10 @@ def volume_table(runs: Sequence[Run], step: int = 1) -> Table:
     rows = []
     for run in runs:
         r = run[0]
-        counted = r["volume"][step]
-        psi = 4 * r["n_params"]
-        expected = fsdp.expected_volume(r["unit_numels"], r["strategy"], r["world_size"],
-                                        r["shard_factor"],
-                                        param_bytes=2 if r["mixed_precision"] else 4)
+        counted = r.volume[step]
+        psi = 4 * r.n_params
+        expected = fsdp.expected_volume(r.unit_numels, r.strategy, r.world_size, r.shard_factor,
+                                        param_bytes=2 if r.mixed_precision else 4)
         rows.append([label(run), *[f"{counted.get(k, 0) / 1e6:.2f}" for k in kinds],
                      f"{sum(counted.values()) / psi:.2f}", f"{sum(expected.values()) / psi:.2f}",
                      "yes" if counted == expected else "NO"])
@@ -148,7 +144,7 @@ def volume_table(runs: Sequence[Run], step: int = 1) -> Table:
                        f"(the FP32 parameters' bytes)")
 
 
-def equality_table(runs: Sequence[Run], single: Mapping[str, Any],
+def equality_table(runs: Sequence[Run], single: ddp.TrainingRun,
                    initial: torch.Tensor) -> Table:
     """How far each run's final parameters are from one process's, absolutely and per update.
 
@@ -157,13 +153,13 @@ def equality_table(runs: Sequence[Run], single: Mapping[str, Any],
 
     Chapter 9, *Sharding with ZeRO and FSDP*.
     """
-    update = (single["parameters"] - initial).norm()
+    update = (single.parameters - initial).norm()
     rows = []
     for run in runs:
-        gap = run[0]["parameters"] - single["parameters"]
+        gap = run[0].parameters - single.parameters
         rows.append([label(run), f"{float(gap.abs().max()):.1e}",
                      f"{float(gap.norm() / update):.1e}",
-                     f"{run[0]['history'][-1] - single['history'][-1]:+.4f}"])
+                     f"{run[0].history[-1] - single.history[-1]:+.4f}"])
     return Table(["run", "max |difference|", "relative to the update", "last loss - one process'"],
                  rows, title="Final parameters against one process trained on the global batch "
                              "(rank 0's loss is its own half of the batch)")
@@ -177,27 +173,16 @@ def factor_table(runs: Sequence[Run], step: int = 1) -> Table:
     rows = []
     for run in runs:
         r = run[0]
-        moved = r["volume"][step]
-        rows.append([r["shard_factor"], r["world_size"] // r["shard_factor"],
-                     f"{sum(r['state_bytes'].values()) / 1e6:.2f}",
-                     f"{r['peak_parameter_bytes'] / 1e6:.2f}",
+        moved = r.volume[step]
+        rows.append([r.shard_factor, r.world_size // r.shard_factor,
+                     f"{sum(r.state_bytes.values()) / 1e6:.2f}",
+                     f"{r.peak_parameter_bytes / 1e6:.2f}",
                      f"{(moved.get('all-gather', 0) + moved.get('reduce-scatter', 0)) / 1e6:.2f}",
                      f"{moved.get('all-reduce', 0) / 1e6:.2f}"])
     return Table(["sharding factor", "copies of the model", "held per rank (MB)",
                   "peak parameters (MB)", "within a shard group (MB)", "across groups (MB)"],
-                 rows, title=f"{runs[0][0]['world_size']} ranks, from replicated (factor 1) "
+                 rows, title=f"{runs[0][0].world_size} ranks, from replicated (factor 1) "
                              "to fully sharded: memory against communication")
-
-
-def step_seconds(result: Mapping[str, Any]) -> float:
-    """The median time of a run's steps after the first (seconds).
-
-    Chapter 9, *Sharding with ZeRO and FSDP*.
-    """
-    ends = result["step_times"]
-    if len(ends) < 2:
-        raise ValueError("step_seconds needs at least 2 steps: the first one is not timed.")
-    return statistics.median(b - a for a, b in zip(ends, ends[1:]))
 
 
 def offload_table(n_params: Sequence[float] = (1.3e9, 7e9, 13e9), gpus: int = 8,
@@ -227,6 +212,8 @@ def zero_paper_table() -> Table:
     rows = []
     for stage, paper in ZERO_PAPER_GB.items():
         ours = memory.training_memory(n, "bf16-mixed", gpus=gpus, zero_stage=stage).model_states
+        # DeepSpeed's estimate_zero2/zero3_model_states_mem_needs (no offload), 18 bytes a
+        # parameter with 4 of FP32 gradients; stage 3's largest-layer term left out.
         deepspeed = {2: 2 * n + 18 * n / gpus, 3: 18 * n / gpus}.get(stage)
         rows.append([stage, f"{paper:g}", f"{ours / 1e9:.1f}",
                      f"{deepspeed / 1e9:.1f}" if deepspeed else "-"])
@@ -301,7 +288,8 @@ quiz = SimpleNamespace(
     q2=Question(
         "With ZeRO stage 3, how many GB (1e9 bytes) does one training step of a 1B-parameter model move "
         "when parameters and gradients travel in BF16? Use the ZeRO paper's accounting.",
-        lambda: 3 * 1e9 * 2 / 1e9,
+        lambda: sum(fsdp.expected_volume([10**9], "zero3", 8, param_bytes=2,
+                                         reduce_bytes=2).values()) / 1e9,
         unit="GB",
         rel_tol=1e-9,
         hint="An all-gather for forward, another for backward, a reduce-scatter of the gradients: Psi each.",

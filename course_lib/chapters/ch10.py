@@ -1,36 +1,105 @@
-"""Tables and measurements that only chapter 10, *Hardware for LLM training*, shows.
+"""Chapter 10's own tables and plots, *Hardware for LLM training*: the measurements side by side.
 
-The algorithms live elsewhere: :mod:`course_lib.hardware.matmul` (matrix products),
-:mod:`course_lib.hardware.stream` (STREAM), :mod:`course_lib.hardware.roofline` (intensities, published
-GPU figures, time to train), :mod:`course_lib.hardware.disk` (disk), :mod:`course_lib.hardware.input_pipeline`
-(tokenisation) and :mod:`course_lib.parallel.cost_model` (the alpha-beta model). This module
-lays their results side by side.
+The measurements live in :mod:`course_lib.hardware`: :mod:`~course_lib.hardware.matmul` (matrix
+products), :mod:`~course_lib.hardware.stream` (STREAM), :mod:`~course_lib.hardware.roofline`
+(intensities, published GPU figures, time to train), :mod:`~course_lib.hardware.disk` (disk),
+:mod:`~course_lib.hardware.input_pipeline` (tokenisation) and
+:mod:`~course_lib.hardware.allreduce_bench` (all-reduce), next to chapter 8's alpha-beta model
+(:mod:`course_lib.parallel.cost_model`). This module draws and tabulates their results.
 """
 
 from __future__ import annotations
 
-import functools
+import math
 from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from course_lib.base import dtypes, timing
+from course_lib.base.checks import positive
 from course_lib.base.tables import Table
 from course_lib.exercises.questions import Question
-from course_lib.hardware import roofline
+from course_lib.hardware import disk, roofline, stream
+from course_lib.hardware.disk import ReadResult
+from course_lib.hardware.input_pipeline import ThroughputResult
+from course_lib.hardware.matmul import ProductResult
+from course_lib.hardware.stream import BandwidthResult
 from course_lib.numbers import memory
 from course_lib.parallel import cost_model
 
-__all__ = ["CPU_PLATFORMS", "allreduce_table", "gpu_table", "offload_ram_table", "platform_table",
-           "time_operations", "time_to_train_table"]
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["allreduce_table", "checkpoint_table", "gpu_table", "offload_ram_table", "operations_table",
+           "platform_table", "plot_bandwidth", "plot_roofline", "read_table", "throughput_table",
+           "time_to_train_table"]
 
 #: Workstation CPUs the lecture notes recommend: PCIe lanes, memory channels and their speed (MT/s).
-CPU_PLATFORMS: dict[str, tuple[int, int, int, str]] = {
+_CPU_PLATFORMS: dict[str, tuple[int, int, int, str]] = {
     "Intel Xeon W-3400": (112, 8, 4800, "intel_xeon_w3400"),
     "AMD Threadripper PRO 7000 WX": (128, 8, 5200, "amd_threadripper_pro_7000"),
 }
 
+
+# --- 2 · memory bandwidth -----------------------------------------------------------------------
+
+def plot_bandwidth(results: Sequence[BandwidthResult], caches: Mapping[str, int] | None = None) -> Figure:
+    """GB/s of the fastest run against working set (log scale), one line per kernel, the caches marked.
+
+    ``caches`` maps a name to bytes, drawn as dashed vertical lines; by default the CPU's
+    (:func:`course_lib.hardware.stream.cache_sizes`) for CPU results and the GPU's L2 for GPU results.
+
+    Chapter 10, *Hardware for LLM training*.
+    """
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, NullLocator
+
+    from course_lib.base import plots
+
+    if isinstance(results, BandwidthResult) or not results:
+        raise ValueError("plot_bandwidth() needs a list of results (from stream.measure_bandwidth())")
+    devices = list(dict.fromkeys(r.device for r in results))
+    if caches is None:
+        if devices == ["cuda"]:
+            l2 = stream.last_level_cache("cuda")
+            caches = {"L2": l2} if l2 else {}
+        else:
+            caches = stream.cache_sizes()
+    for name, size in caches.items():
+        positive(size, f"cache size of {name}", integer=True)
+    plots.use_course_style()
+    fig, ax = plt.subplots()
+    lines: dict[tuple[str, str], list[BandwidthResult]] = {}
+    for r in results:
+        lines.setdefault((r.device, r.kernel), []).append(r)
+    for (device, kernel), rs in lines.items():
+        rs = sorted(rs, key=lambda r: r.working_set)
+        label = kernel if len(devices) == 1 else f"{kernel} ({device})"
+        ax.plot([r.working_set for r in rs], [r.gb_per_s for r in rs], marker="o", label=label)
+    ax.set_xscale("log", base=2)
+    xs = [r.working_set for r in results] + list(caches.values())
+    low, high = min(xs) / 1.5, max(xs) * 1.5
+    ax.set_xlim(low, high)
+    for name, size in caches.items():
+        ax.axvline(size, color="grey", ls="--", lw=1)
+        ax.text(size, 0.98, f" {name} {stream.bytes_label(size)}", transform=ax.get_xaxis_transform(),
+                rotation=90, va="top", ha="right", fontsize=9, color="grey")
+    powers = [2**k for k in range(math.ceil(math.log2(low)), math.floor(math.log2(high)) + 1)]
+    ticks = powers[:: max(1, math.ceil(len(powers) / 10))]
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_xticklabels([stream.bytes_label(t) for t in ticks], rotation=30)
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("working set: bytes of all arrays (log scale)")
+    ax.set_ylabel("bandwidth (GB/s, fastest run)")
+    runs = max(r.repeats for r in results)
+    where = " and ".join(dict.fromkeys(r.device_label for r in results))
+    ax.set_title(f"Memory bandwidth (STREAM) on {where}: fastest of {runs} runs")
+    ax.legend(title="kernel", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+# --- 3 · the roofline ---------------------------------------------------------------------------
 
 def gpu_table(dtype: str = "bf16", this_machine: roofline.Roof | None = None) -> Table:
     """The published GPUs' dense and sparse peaks, memory, bandwidth, ridge point and links.
@@ -55,33 +124,213 @@ def gpu_table(dtype: str = "bf16", this_machine: roofline.Roof | None = None) ->
                  title="published figures (dense unless marked) and this machine's measured roof")
 
 
-def time_operations(operations: Mapping[str, tuple[int, int, int]], dtype: str = "fp32",
-                    repeats: int = 5, min_seconds: float = 0.02,
-                    seed: int = 0) -> list[tuple[str, float, float]]:
-    """Time (m x k) @ (k x n) products on the CPU: ``(label, intensity, FLOP/s)`` of the fastest run.
-
-    The runs are interleaved across the products (:func:`course_lib.base.timing.interleaved_times`).
+def operations_table(operations: Sequence[roofline.Operation], roofs: Sequence[roofline.Roof]) -> Table:
+    """Per operation: GFLOPs, MB moved, intensity, and on each roof whether it is memory- or compute-bound.
 
     Chapter 10, *Hardware for LLM training*.
     """
-    if not operations:
-        raise ValueError("time_operations() needs at least one {label: (m, k, n)}")
-    if dtype not in ("fp32", "bf16"):
-        raise ValueError(f"time_operations() times fp32 or bf16 products, got {dtype!r}")
-    torch_dtype = dtypes.TORCH[dtype]
-    g = torch.Generator().manual_seed(seed)
-    calls, numbers, ops = [], [], []
-    for label, (m, k, n) in operations.items():
-        op = roofline.matmul_operation(m, k, n, dtype, label)
-        a = torch.randn(m, k, generator=g).to(torch_dtype)
-        b = torch.randn(k, n, generator=g).to(torch_dtype)
-        call = functools.partial(torch.matmul, a, b)
-        numbers.append(timing.calls_per_run(call, "cpu", min_seconds))
-        calls.append(call)
-        ops.append(op)
-    times = timing.interleaved_times(calls, repeats, "cpu", numbers)
-    return [(op.name, op.intensity, op.flops / min(t)) for op, t in zip(ops, times)]
+    if not operations or not roofs:
+        raise ValueError("operations_table() needs at least one operation and one roof")
+    rows = [[op.name, f"{op.flops / 1e9:,.3f}", f"{op.bytes / 1e6:,.2f}", f"{op.intensity:,.1f}",
+             *[op.bound(r) for r in roofs]] for op in operations]  # fmt: skip
+    return Table(["operation", "GFLOP", "MB moved (least)", "FLOP/byte",
+                  *[f"{r.name}: ridge {r.ridge:,.0f}" for r in roofs]], rows,
+                 title="arithmetic intensity against each machine's ridge point (FLOP/byte)")
 
+
+def plot_roofline(roofs: Sequence[roofline.Roof], operations: Sequence[roofline.Operation] = (),
+                  measured: Sequence[ProductResult] = (), roof_for_ops: int = 0,
+                  title: str = "Roofline") -> Figure:
+    """Log-log roofline: each roof, the operations at their intensity, and measured products.
+
+    Operations are drawn on the roof at index ``roof_for_ops`` (at the speed that roof allows);
+    ``measured`` holds products timed on this machine (:func:`course_lib.hardware.matmul.time_products`),
+    drawn at the FLOP/s of their fastest run.
+
+    Chapter 10, *Hardware for LLM training*.
+    """
+    import matplotlib.pyplot as plt
+
+    from course_lib.base.plots import use_course_style
+
+    if not roofs:
+        raise ValueError("plot_roofline() needs at least one roof")
+    use_course_style()
+    fig, ax = plt.subplots(figsize=(8, 5))
+    intensities = [op.intensity for op in operations] + [m.operation.intensity for m in measured]
+    lo = min([0.1, *intensities]) / 2
+    hi = max([*(r.ridge for r in roofs), *intensities]) * 8
+    xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    for roof in roofs:
+        ax.plot(xs, [roofline.attainable(x, roof) for x in xs], label=f"{roof.name}: ridge {roof.ridge:,.0f}")
+    if operations:
+        roof = roofs[roof_for_ops]
+        for i, op in enumerate(operations):
+            ax.scatter(op.intensity, roofline.attainable(op.intensity, roof), marker="o", zorder=3,
+                       color=f"C{(i + len(roofs)) % 10}", label=f"{op.name} ({op.intensity:,.1f})")
+    for m in measured:
+        point = (m.operation.intensity, m.flops_per_second)
+        ax.scatter(*point, marker="x", s=60, zorder=4, color="black")
+        ax.annotate(m.operation.name, point, textcoords="offset points", xytext=(4, -12), fontsize=8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
+    ax.set_ylabel("attainable FLOP/s")
+    ax.set_title(title)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(True, which="major", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+# --- 4 · storage --------------------------------------------------------------------------------
+
+_SHORT_METHOD = {disk.O_DIRECT: "O_DIRECT", disk.FADVISE: "fadvise", disk.WARM_CACHE: "warm cache",
+                 disk.NO_CACHE_CONTROL: "no cache control"}  # fmt: skip
+
+
+def _read_results(results: Any, caller: str, allow_empty: bool = False) -> list[ReadResult]:
+    if isinstance(results, ReadResult):
+        results = [results]
+    if not isinstance(results, Sequence) or not all(isinstance(r, ReadResult) for r in results):
+        raise ValueError(f"{caller}() needs a list of ReadResult (from disk.read_speed()), got {results!r}")
+    if not results and not allow_empty:
+        raise ValueError(f"{caller}() needs at least one result (from disk.read_speed())")
+    return list(results)
+
+
+def read_table(results: Sequence[ReadResult]) -> Table:
+    """One row per result: pattern, method, filesystem, sizes, MB/s of the fastest and median runs, IOPS.
+
+    IOPS (block reads per second, fastest run) are shown for random reads only. The title says
+    that the machine may be shared, so runs differ, and warns of files held in RAM (tmpfs).
+
+    Chapter 10, *Hardware for LLM training*.
+    """
+    results = _read_results(results, "read_table")
+    rows = [[r.pattern, r.method, r.filesystem, f"{r.file_bytes / 2**20:g}", f"{r.block_bytes / 2**10:g}",
+             f"{r.mb_per_s:,.0f}", f"{r.median_mb_per_s:,.0f}",
+             f"{r.iops:,.0f}" if r.pattern == "random" else "-"]
+            for r in results]  # fmt: skip
+    runs = sorted({r.repeats for r in results})
+    title = (f"disk reads, {' or '.join(map(str, runs))} run(s) each: the machine is shared and runs differ, "
+             "so compare the fastest with the median")
+    if any(r.in_ram for r in results):
+        title += "; tmpfs keeps files in RAM, so its rows measure memory, not a disk"
+    if any(r.method == disk.NO_CACHE_CONTROL for r in results):
+        title += "; rows without cache control may be the page cache's speed"
+    headers = ["pattern", "method", "filesystem", "file MiB", "block KiB", "MB/s fastest", "MB/s median", "IOPS"]
+    return Table(headers, rows, title=title)
+
+
+def _params_label(n: float) -> str:
+    """1e9 -> '1B', 7e9 -> '7B', 1.5e9 -> '1.5B', 125e6 -> '125M'."""
+    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
+        if n >= scale:
+            return f"{n / scale:.3g}{suffix}"
+    return f"{n:g}"
+
+
+def _seconds_cell(s: float) -> str:
+    return f"{s:.2f}" if s < 10 else f"{s:,.1f}" if s < 100 else f"{s:,.0f}"
+
+
+def checkpoint_table(
+    results: Sequence[ReadResult],
+    n_params: Sequence[float] = (1e9, 7e9, 70e9),
+    bytes_per_param: float = 2.0,
+    references: Mapping[str, float] | None = None,
+) -> Table:
+    """Seconds to load a checkpoint of each model size at each measured speed and each reference speed.
+
+    One row per model size (``"1B"``, ``"7B"``, ``"70B"``): its checkpoint in GB at
+    ``bytes_per_param`` bytes per parameter (2: BF16 weights only), then the seconds to read it at
+    the fastest run of each result and at each of ``references`` (``{label: MB/s}``, e.g. a
+    datasheet's NVMe, SATA SSD and hard-disk figures, which the caller cites).
+
+    Chapter 10, *Hardware for LLM training*.
+    """
+    results = _read_results(results, "checkpoint_table", allow_empty=True)
+    references = dict(references or {})
+    for label, speed in references.items():
+        positive(speed, f"reference speed of {label!r} (MB/s)")
+    if not results and not references:
+        raise ValueError("checkpoint_table() needs at least one result (from disk.read_speed()) or a "
+                         "reference speed, e.g. references={'my disk': 500}")
+    if isinstance(n_params, (int, float)) or not n_params:
+        raise ValueError(f"n_params must be a non-empty list of parameter counts, got {n_params!r}")
+    for n in n_params:
+        positive(n, "n_params")
+    bytes_per_param = positive(bytes_per_param, "bytes_per_param")
+    speeds = [(f"s, {r.pattern} {_SHORT_METHOD.get(r.method, r.method)} ({r.mb_per_s:,.0f} MB/s)", r.mb_per_s)
+              for r in results]  # fmt: skip
+    speeds += [(f"s, {label} ({speed:,.0f} MB/s)", float(speed)) for label, speed in references.items()]
+    rows = [[_params_label(n), f"{n * bytes_per_param / 1e9:,.1f}"]
+            + [_seconds_cell(disk.checkpoint_load_seconds(n, bytes_per_param, mb)) for _, mb in speeds]
+            for n in n_params]  # fmt: skip
+    title = (f"seconds to read a checkpoint at {bytes_per_param:g} bytes per parameter "
+             "(measured: the fastest run of each result)")
+    return Table(["model", "checkpoint GB"] + [h for h, _ in speeds], rows, title=title)
+
+
+# --- 5 · tokenisation ---------------------------------------------------------------------------
+
+def throughput_table(results: Sequence[ThroughputResult],
+                     demands: Mapping[str, float] | None = None) -> Table:
+    """Per measurement: workers, tokens, tokens/s (fastest and median), and against each GPU demand.
+
+    ``demands`` maps a label to the tokens per second a GPU consumes
+    (:func:`course_lib.hardware.input_pipeline.gpu_tokens_per_second`). For each, a column gives
+    the share of that demand the measurement meets, and in brackets the cores it would take to
+    keep up at this measurement's rate per process: ``ceil(demand / (tokens/s / processes))``.
+
+    Chapter 10, *Hardware for LLM training*.
+    """
+    if isinstance(results, ThroughputResult) or not results:
+        raise ValueError("throughput_table() needs a list of results from "
+                         "input_pipeline.tokenize_throughput()")
+    demands = dict(demands or {})
+    for label, demand in demands.items():
+        positive(demand, f"demand {label!r} (tokens per second)")
+    headers = ["workers", "tokens", "tokens/s (fastest)", "tokens/s (median)",
+               *[f"{label}: share met (cores to keep up)" for label in demands]]
+    rows = []
+    for r in results:
+        cells = [f"{r.workers}" + (" (main process)" if r.workers == 0 else ""),
+                 f"{r.tokens:,}", f"{r.tokens_per_second:,.0f}", f"{r.median_tokens_per_second:,.0f}"]
+        for demand in demands.values():
+            cores = math.ceil(demand / r.tokens_per_second_per_process)
+            cells.append(f"{r.tokens_per_second / demand:.0%} ({cores})")
+        rows.append(cells)
+    runs = sorted({len(r.times) for r in results})
+    title = (f"Tokenising {results[0].texts:,} texts on the CPU, fastest of "
+             f"{' or '.join(map(str, runs))} passes after a warm-up pass")
+    if demands:
+        title += "; GPU demand: " + ", ".join(f"{k} {v:,.0f} tokens/s" for k, v in demands.items())
+    return Table(headers, rows, title=title)
+
+
+# --- 6 · network --------------------------------------------------------------------------------
+
+def allreduce_table(n_bytes: float, world_size: int,
+                    links: Sequence[cost_model.Link | str]) -> Table:
+    """Seconds for one ring all-reduce of ``n_bytes`` over ``world_size`` ranks on each link.
+
+    Chapter 10, *Hardware for LLM training*.
+    """
+    rows = []
+    for link in links:
+        link = cost_model.LINKS[link] if isinstance(link, str) else link
+        seconds = cost_model.ring_allreduce_time(n_bytes, world_size, link)
+        rows.append([link.name, f"{link.bandwidth / 1e9:,.2f}", f"{link.latency * 1e6:,.1f}",
+                     f"{seconds:,.3f}", link.source or "measured here"])
+    return Table(["link", "GB/s per direction", "latency (us)", "seconds per all-reduce",
+                  "source"], rows,
+                 title=f"one ring all-reduce of {n_bytes / 1e9:,.1f} GB over {world_size} ranks "
+                       "(alpha-beta model)")
+
+
+# --- 7 · putting it together --------------------------------------------------------------------
 
 def time_to_train_table(n_params: float, tokens: float, machines: Mapping[str, tuple[float, int]],
                         utilisation: float = 0.4) -> Table:
@@ -107,6 +356,22 @@ def _duration(seconds: float) -> str:
     return f"{seconds:.1f} s"
 
 
+def platform_table() -> Table:
+    """The recommended workstation CPUs: PCIe lanes, GPUs at x16, memory channels and peak bandwidth.
+
+    Peak memory bandwidth = channels x 8 bytes x transfers per second (computed, not measured).
+
+    Chapter 10, *Hardware for LLM training*.
+    """
+    rows = []
+    for name, (lanes, channels, mts, source) in _CPU_PLATFORMS.items():
+        rows.append([name, lanes, lanes // 16, channels, f"DDR5-{mts}",
+                     f"{channels * 8 * mts * 1e6 / 1e9:,.1f}", source])
+    return Table(["CPU", "PCIe 5.0 lanes", "GPUs at x16", "memory channels", "memory",
+                  "peak memory GB/s (computed)", "source"], rows,
+                 title="workstation platforms of the lecture notes (vendors' figures)")
+
+
 def offload_ram_table(n_params: Sequence[float] = (1.3e9, 7e9, 13e9, 70e9)) -> Table:
     """Host RAM that CPU offload needs: master weights, Adam states and gradients in host memory.
 
@@ -124,40 +389,6 @@ def offload_ram_table(n_params: Sequence[float] = (1.3e9, 7e9, 13e9, 70e9)) -> T
     return Table(["model", "on the GPU: BF16 weights (GB)", "in host RAM (GB)",
                   "host bytes per parameter"], rows,
                  title="CPU offload of Adam training in BF16 mixed precision (chapter 2's estimator)")
-
-
-def platform_table() -> Table:
-    """The recommended workstation CPUs: PCIe lanes, GPUs at x16, memory channels and peak bandwidth.
-
-    Peak memory bandwidth = channels x 8 bytes x transfers per second (computed, not measured).
-
-    Chapter 10, *Hardware for LLM training*.
-    """
-    rows = []
-    for name, (lanes, channels, mts, source) in CPU_PLATFORMS.items():
-        rows.append([name, lanes, lanes // 16, channels, f"DDR5-{mts}",
-                     f"{channels * 8 * mts * 1e6 / 1e9:,.1f}", source])
-    return Table(["CPU", "PCIe 5.0 lanes", "GPUs at x16", "memory channels", "memory",
-                  "peak memory GB/s (computed)", "source"], rows,
-                 title="workstation platforms of the lecture notes (vendors' figures)")
-
-
-def allreduce_table(n_bytes: float, world_size: int,
-                    links: Sequence[cost_model.Link | str]) -> Table:
-    """Seconds for one ring all-reduce of ``n_bytes`` over ``world_size`` ranks on each link.
-
-    Chapter 10, *Hardware for LLM training*.
-    """
-    rows = []
-    for link in links:
-        link = cost_model.LINKS[link] if isinstance(link, str) else link
-        seconds = cost_model.ring_allreduce_time(n_bytes, world_size, link)
-        rows.append([link.name, f"{link.bandwidth / 1e9:,.2f}", f"{link.latency * 1e6:,.1f}",
-                     f"{seconds:,.3f}", link.source or "measured here"])
-    return Table(["link", "GB/s per direction", "latency (us)", "seconds per all-reduce",
-                  "source"], rows,
-                 title=f"one ring all-reduce of {n_bytes / 1e9:,.1f} GB over {world_size} ranks "
-                       "(alpha-beta model)")
 
 
 #: The chapter's numeric questions, each checked against the library.

@@ -24,10 +24,10 @@ from transformers import PreTrainedTokenizerBase
 from course_lib.base import env
 from course_lib.text import data, training
 
-__all__ = ["CACHE_FOLDER", "FinetuneResult", "finetune", "finetune_cache_path", "state_fingerprint"]
+__all__ = ["FinetuneResult", "finetune"]
 
 #: Where :func:`finetune` caches trained parameters, under :func:`course_lib.base.env.cache_dir`.
-CACHE_FOLDER = "finetunes"
+_CACHE_FOLDER = "finetunes"
 
 
 @dataclass
@@ -43,11 +43,8 @@ class FinetuneResult:
     seconds: float
 
 
-def state_fingerprint(model: nn.Module) -> str:
-    """A hash of every tensor in ``model``'s state (names, dtypes, shapes, bytes).
-
-    Chapter 5, *Quantization*.
-    """
+def _state_fingerprint(model: nn.Module) -> str:
+    """A hash of every tensor in ``model``'s state (names, dtypes, shapes, bytes)."""
     h = hashlib.sha256()
     for name, t in sorted(model.state_dict(keep_vars=False).items()):
         t = t.detach().cpu().contiguous()
@@ -56,18 +53,15 @@ def state_fingerprint(model: nn.Module) -> str:
     return h.hexdigest()
 
 
-def finetune_cache_path(model: nn.Module, label: str, recipe: training.Recipe,
+def _finetune_cache_path(model: nn.Module, label: str, recipe: training.Recipe,
                         tokenizer: PreTrainedTokenizerBase, texts: Sequence[str] | None = None) -> Path:
-    """The safetensors file that caches a fine-tune: keyed by method, recipe, model state and data.
-
-    Chapter 5, *Quantization*.
-    """
-    blob = {"method": label, "recipe": asdict(recipe), "model": state_fingerprint(model),
+    """The safetensors file that caches a fine-tune: keyed by method, recipe, model state and data."""
+    blob = {"method": label, "recipe": asdict(recipe), "model": _state_fingerprint(model),
             "tokenizer": data.tokenizer_fingerprint(tokenizer),
             "corpus": data.CORPUS_VERSION if texts is None else data.texts_fingerprint(texts)}
     key = hashlib.sha256(json.dumps(blob, sort_keys=True, default=str).encode()).hexdigest()[:20]
     slug = "".join(c if c.isalnum() else "-" for c in label.lower()).strip("-")
-    return env.cache_dir() / CACHE_FOLDER / f"{slug}-{key}.safetensors"
+    return env.cache_dir() / _CACHE_FOLDER / f"{slug}-{key}.safetensors"
 
 
 def _trainable(model: nn.Module) -> dict[str, nn.Parameter]:
@@ -105,7 +99,7 @@ def finetune(model: nn.Module, label: str, recipe: training.Recipe, tokenizer: P
     Chapter 5, *Quantization*.
     """
     tokenizer = data.course_tokenizer() if tokenizer is None else tokenizer
-    path = finetune_cache_path(model, label, recipe, tokenizer, texts) if cache else None
+    path = _finetune_cache_path(model, label, recipe, tokenizer, texts) if cache else None
     if path is not None and path.is_file():
         loaded = _load_finetune(model, path)
         if loaded is not None:

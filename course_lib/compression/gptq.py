@@ -9,8 +9,9 @@ for a quantized ``Q`` that keeps ``||W X - Q X||²`` small. Every row of ``W`` s
 of that objective, ``H = 2 X Xᵀ`` (:class:`HessianAccumulator`, which keeps it averaged over the
 ``n`` rows). Columns are quantized one after the other; each column's rounding error, divided by
 a diagonal entry of the inverse Hessian, is spread onto the columns still to come, which absorb
-it. The paper's Algorithm 1, line by line, is :func:`gptq_quantize_layer` (``U`` below is what the
-paper keeps in ``H⁻¹`` after its first line):
+it. The paper's Algorithm 1, line by line, is :func:`gptq_quantize_layer` (its first line) and the
+column loop it calls, :func:`gptq_quantize_columns` (the rest; ``U`` below is what the paper keeps
+in ``H⁻¹`` after its first line):
 
 * ``H⁻¹ ← Cholesky(H⁻¹)ᵀ``: dampen ``H`` (add ``percdamp`` × mean diag H), invert it through its
   Cholesky factor, and keep the upper Cholesky factor ``U`` of the inverse. Row ``j`` of ``U``,
@@ -59,10 +60,10 @@ __all__ = [
     "GPTQConfig",
     "GPTQResult",
     "HessianAccumulator",
+    "gptq_quantize_columns",
     "gptq_quantize_layer",
     "gptq_quantize_model",
     "layer_error",
-    "quant_linear",
     "rtn_quantize_layer",
 ]
 
@@ -119,15 +120,6 @@ class GPTQConfig:
                            "channel" if self.group_size is None else "group", self.group_size,
                            scale_dtype=self.scale_dtype)
 
-    @classmethod
-    def from_quant(cls, config: QuantConfig | str, **options: Any) -> GPTQConfig:
-        """GPTQ on chapter 5's grid ``config`` (a QuantConfig or preset such as ``"int4-g128"``)."""
-        grid = quant.get_config(config)
-        if grid.scheme == "nf4" or grid.granularity == "tensor":
-            raise ValueError(f"GPTQ quantizes onto an integer grid per channel or per group; {grid.label} "
-                             "is not one (use an absmax or zero-point config per channel or group)")
-        return cls(grid.bits, grid.group_size, grid.scheme == "absmax", scale_dtype=grid.scale_dtype, **options)
-
     @property
     def label(self) -> str:
         """A short name for tables: 'GPTQ INT4 zero-point g128 act-order'."""
@@ -135,7 +127,7 @@ class GPTQConfig:
         static = " static" if self.static_groups and self.group_size else ""
         return f"GPTQ {self.quant_config.label}{static}{order}"
 
-    def check_width(self, columns: int) -> None:
+    def _check_width(self, columns: int) -> None:
         """A ValueError naming a fix if the groups do not tile a row of ``columns`` inputs."""
         if self.group_size is not None and columns % self.group_size:
             divisors = [d for d in (256, 128, 64, 32, 16, 8) if columns % d == 0]
@@ -221,7 +213,7 @@ class GPTQResult:
     perm: torch.Tensor | None
     config: GPTQConfig
 
-    def plain_groups(self) -> bool:
+    def _plain_groups(self) -> bool:
         """True when every group is ``group_size`` consecutive columns (chapter 5's storage layout)."""
         cols = self.codes.shape[1]
         size = self.config.group_size or cols
@@ -230,7 +222,7 @@ class GPTQResult:
 
     def to_qtensor(self) -> QTensor:
         """The result as chapter 5's packed :class:`~course_lib.compression.quant.QTensor` (plain group layout only)."""
-        if not self.plain_groups():
+        if not self._plain_groups():
             raise ValueError("with act_order, groups were formed in quantization order, so a group's columns "
                              "are scattered over the row and chapter 5's layout (groups of consecutive "
                              "columns) cannot store them; quantize with static_groups=True")
@@ -298,6 +290,57 @@ def _current(W: torch.Tensor, W1: torch.Tensor, E: torch.Tensor, U: torch.Tensor
     return torch.cat([inside, beyond], dim=1)
 
 
+def _set_group_grid(scale: torch.Tensor, zero: torch.Tensor | None, g: int, weights: torch.Tensor,
+                    grid: QuantConfig) -> None:
+    """Group ``g``'s scale and zero point, from its ``weights`` [out, size] as they stand now."""
+    channel = QuantConfig(grid.bits, grid.scheme, "channel", scale_dtype=grid.scale_dtype)
+    s, z = _grid(weights, channel)
+    scale[:, g] = s[:, 0]
+    if zero is not None:
+        zero[:, g] = z[:, 0]
+
+
+@torch.no_grad()
+def gptq_quantize_columns(W: torch.Tensor, U: torch.Tensor, scale: torch.Tensor,
+                          zero: torch.Tensor | None, groups: list[int],
+                          config: GPTQConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """GPTQ's column loop (Algorithm 1): round, feed the error back, lazy batch updates.
+
+    ``W`` [out, in] holds the weights in quantization order (updated in place); ``U`` is
+    the upper Cholesky factor of the dampened H⁻¹; ``scale`` and ``zero`` [out, groups]
+    hold each group's grid, ``groups[j]`` the group of column ``j``. Without static
+    groups, a group's grid is set when its first column is reached, from the weights as
+    the columns before it have left them. Returns the codes (uint8) and the decoded
+    weights (float32), both [out, in].
+
+    Chapter 7, *GPTQ lab*.
+    """
+    rows, cols = W.shape
+    size, B = config.group_size or cols, config.block_size
+    static = config.group_size is None or config.static_groups
+    codes = torch.zeros(rows, cols, dtype=torch.uint8, device=W.device)
+    Q = torch.zeros(rows, cols, dtype=torch.float32, device=W.device)
+    for i1 in range(0, cols, B):  # "for i = 0, B, 2B, ..."
+        i2 = min(i1 + B, cols)
+        W1 = W[:, i1:i2].clone()
+        E = torch.zeros_like(W1)  # the block's scaled errors
+        for j in range(i1, i2):  # "for j = i, ..., i + B - 1"
+            k, g = j - i1, groups[j]
+            if not static and j % size == 0:  # a new group: its grid from W as it is
+                current = _current(W, W1, E, U, i1, i2, j, j + size)
+                _set_group_grid(scale, zero, g, current, config.quant_config)
+            z = None if zero is None else zero[:, g]
+            # "Q[:, j] ← quant(W[:, j])"
+            codes[:, j], Q[:, j] = _round_column(W1[:, k], scale[:, g], z, config.bits)
+            # "E[:, j-i] ← (W[:, j] - Q[:, j]) / [H⁻¹]_jj"
+            E[:, k] = (W1[:, k] - Q[:, j].to(W1)) / U[j, j]
+            # "W[:, j:i+B] ← W[:, j:i+B] - E[:, j-i] · H⁻¹[j, j:i+B]"
+            W1[:, k:].addr_(E[:, k], U[j, j:i2], alpha=-1)
+        # "W[:, i+B:] ← W[:, i+B:] - E · H⁻¹[i:i+B, i+B:]": the lazy batch update
+        W[:, i2:].addmm_(E, U[i1:i2, i2:], alpha=-1)
+    return codes, Q
+
+
 @torch.no_grad()
 def gptq_quantize_layer(weight: torch.Tensor, inputs: torch.Tensor | None = None,
                         config: GPTQConfig | None = None, *,
@@ -311,11 +354,12 @@ def gptq_quantize_layer(weight: torch.Tensor, inputs: torch.Tensor | None = None
     """
     config = config or GPTQConfig()
     if not isinstance(config, GPTQConfig):
-        raise ValueError(f"config must be a GPTQConfig, got {type(config).__name__}; for a chapter 5 "
-                         "config use GPTQConfig.from_quant(config)")
+        raise ValueError(f"config must be a GPTQConfig, got {type(config).__name__}; chapter 5's "
+                         "grid QuantConfig(bits, scheme, granularity, group_size) is "
+                         "GPTQConfig(bits, group_size, sym=scheme == 'absmax')")
     weight = _check_weight(weight)
     rows, cols = weight.shape
-    config.check_width(cols)
+    config._check_width(cols)
     grid = config.quant_config
     work = torch.float64 if weight.dtype == torch.float64 else torch.float32
     W = weight.to(work).clone()
@@ -336,7 +380,6 @@ def gptq_quantize_layer(weight: torch.Tensor, inputs: torch.Tensor | None = None
     else:  # filled in when each group's first column is reached
         scale = torch.ones(rows, n_groups, device=device)
         zero = None if config.sym else torch.zeros(rows, n_groups, dtype=torch.uint8, device=device)
-    channel = QuantConfig(grid.bits, grid.scheme, "channel", scale_dtype=grid.scale_dtype)
 
     # Act-order: columns with the largest diag(H) (the most input energy) first.
     perm = None
@@ -356,30 +399,7 @@ def gptq_quantize_layer(weight: torch.Tensor, inputs: torch.Tensor | None = None
         raise ValueError(f"the Hessian is not positive definite even with percdamp={config.percdamp}; "
                          "raise percdamp (e.g. 0.1) or calibrate on more tokens") from None
 
-    codes = torch.zeros(rows, cols, dtype=torch.uint8, device=device)
-    Q = torch.zeros(rows, cols, dtype=torch.float32, device=device)
-    B = config.block_size
-    for i1 in range(0, cols, B):  # "for i = 0, B, 2B, ..."
-        i2 = min(i1 + B, cols)
-        W1 = W[:, i1:i2].clone()
-        E = torch.zeros_like(W1)  # the block's scaled errors
-        for j in range(i1, i2):  # "for j = i, ..., i + B - 1"
-            k = j - i1
-            if not static and j % size == 0:  # a new group: its grid from the current weights
-                s, z = _grid(_current(W, W1, E, U, i1, i2, j, j + size), channel)
-                scale[:, j // size] = s[:, 0]
-                if zero is not None:
-                    zero[:, j // size] = z[:, 0]
-            g = groups[j]
-            # "Q[:, j] ← quant(W[:, j])"
-            codes[:, j], Q[:, j] = _round_column(W1[:, k], scale[:, g], None if zero is None else zero[:, g],
-                                                 grid.bits)
-            # "E[:, j-i] ← (W[:, j] - Q[:, j]) / [H⁻¹]_jj"
-            E[:, k] = (W1[:, k] - Q[:, j].to(work)) / U[j, j]
-            # "W[:, j:i+B] ← W[:, j:i+B] - E[:, j-i] · H⁻¹[j, j:i+B]": the rest of the block absorbs it
-            W1[:, k:].addr_(E[:, k], U[j, j:i2], alpha=-1)
-        # "W[:, i+B:] ← W[:, i+B:] - E · H⁻¹[i:i+B, i+B:]": the lazy batch update
-        W[:, i2:].addmm_(E, U[i1:i2, i2:], alpha=-1)
+    codes, Q = gptq_quantize_columns(W, U, scale, zero, groups, config)
 
     g_idx = g_of
     if perm is not None:  # back to the original column order
@@ -395,7 +415,7 @@ def rtn_quantize_layer(weight: torch.Tensor, config: GPTQConfig | None = None) -
     """
     config = config or GPTQConfig()
     weight = _check_weight(weight)
-    config.check_width(weight.shape[1])
+    config._check_width(weight.shape[1])
     return quant.quantize_dequantize(weight, config.quant_config)
 
 
@@ -417,23 +437,6 @@ def layer_error(weight: torch.Tensor, q_weight: torch.Tensor, inputs: torch.Tens
     if reference == 0:
         raise ValueError("W X is zero on these inputs, so a relative error is undefined")
     return float((x @ (w - q_weight.detach().to(w)).t()).pow(2).sum() / reference)
-
-
-def quant_linear(module: nn.Module, result: GPTQResult) -> QuantLinear:
-    """Chapter 5's :class:`~course_lib.compression.quant_layers.QuantLinear` holding GPTQ's codes for ``module``.
-
-    ``module`` is the ``nn.Linear`` or GPT-2 ``Conv1D`` whose weight was quantized; its bias is kept.
-
-    Chapter 7, *GPTQ lab*.
-    """
-    if not isinstance(module, (nn.Linear, Conv1D)):
-        raise ValueError(f"GPTQ quantizes nn.Linear and transformers' Conv1D layers, not "
-                         f"{type(module).__name__}; leave that layer in floating point")
-    shape = tuple(weight_matrix(module).shape)
-    if tuple(result.codes.shape) != shape:
-        raise ValueError(f"the GPTQ result has shape {tuple(result.codes.shape)}, the layer's weight [out, in] "
-                         f"is {shape}; quantize weight_matrix(module)")
-    return QuantLinear(QuantizedWeight(result.to_qtensor()), module.bias)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -489,8 +492,9 @@ def gptq_quantize_model(model: nn.Module, calibration_batches: Iterable[Any], co
     """
     config = config or GPTQConfig()
     if not isinstance(config, GPTQConfig):
-        raise ValueError(f"config must be a GPTQConfig, got {type(config).__name__}; for a chapter 5 "
-                         "config use GPTQConfig.from_quant(config)")
+        raise ValueError(f"config must be a GPTQConfig, got {type(config).__name__}; chapter 5's "
+                         "grid QuantConfig(bits, scheme, granularity, group_size) is "
+                         "GPTQConfig(bits, group_size, sym=scheme == 'absmax')")
     if not isinstance(model, nn.Module):
         raise ValueError(f"expected a torch model (nn.Module), got {type(model).__name__}")
     if config.act_order and config.group_size is not None and not config.static_groups:
@@ -501,7 +505,7 @@ def gptq_quantize_model(model: nn.Module, calibration_batches: Iterable[Any], co
     for b, block in enumerate(blocks):
         for name, m in _linears(block).items():
             try:
-                config.check_width(weight_matrix(m).shape[1])
+                config._check_width(weight_matrix(m).shape[1])
             except ValueError as err:
                 raise ValueError(f"block {b}, {name}: {err}") from None
     model = copy.deepcopy(model).eval()
@@ -552,7 +556,8 @@ def gptq_quantize_model(model: nn.Module, calibration_batches: Iterable[Any], co
             except ValueError as err:
                 raise ValueError(f"block {b}, {name}: {err}") from None
             parent, _, child = name.rpartition(".")
-            setattr(block.get_submodule(parent) if parent else block, child, quant_linear(m, result))
+            packed = QuantLinear(QuantizedWeight(result.to_qtensor()), m.bias)
+            setattr(block.get_submodule(parent) if parent else block, child, packed)
         outputs = run(block)  # the quantized block's outputs feed the next block
         recorded = [(out, args, kwargs) for out, (_, args, kwargs) in zip(outputs, recorded)]
 

@@ -21,7 +21,6 @@ from torch import nn
 from transformers.pytorch_utils import Conv1D
 
 from course_lib.base.checks import positive
-from course_lib.base.tables import Table
 from course_lib.compression.quant_layers import QuantLinear, model_bytes
 
 #: GPT-2's linear layers inside each block (its lm_head is tied to the embedding and left alone).
@@ -150,14 +149,3 @@ def measure_finetune_memory(model: nn.Module, batch: dict[str, torch.Tensor], la
     states = sum(t.numel() * t.element_size() for s in opt.state.values() for t in s.values()
                  if isinstance(t, torch.Tensor))
     return FinetuneMemory(label, count_trainable(model)[0], model_bytes(model), grads, states)
-
-
-def memory_table(rows: Iterable[FinetuneMemory], n_model: int) -> Table:
-    """Measured fine-tuning memory per method, trainable parameters as a share of the ``n_model``-parameter model.
-
-    Chapter 5, *Quantization*.
-    """
-    return Table(["method", "trainable parameters", "weights (kB)", "gradients (kB)", "AdamW states (kB)", "total (kB)"],
-                 [[r.label, f"{r.trainable:,} ({r.trainable / n_model:.1%})", f"{r.weights / 1e3:,.0f}",
-                   f"{r.gradients / 1e3:,.0f}", f"{r.optimizer / 1e3:,.0f}", f"{r.total_bytes / 1e3:,.0f}"]
-                  for r in rows])

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from course_lib.base.tables import Table
 from course_lib.compression import quant
 from course_lib.compression.quant import QuantConfig
 
@@ -173,13 +172,3 @@ def compare_methods(x: torch.Tensor, w: torch.Tensor, threshold: float = 6.0, al
                    relative_error(int8_matmul(xs, ws, "tensor", "tensor"), ref),
                    zeroed(_fake(xs, "tensor", 8))),
     ]
-
-
-def methods_table(rows: list[OutlierRow], title: str | None = None) -> Table:
-    """The rows of :func:`compare_methods` as a table.
-
-    Chapter 5, *Quantization*.
-    """
-    return Table(["8-bit recipe", "relative error of X W^T", "X entries rounded to 0"],
-                 [[r.method, f"{r.error:.2%}", "-" if r.zeroed != r.zeroed else f"{r.zeroed:.1%}"] for r in rows],
-                 title=title)

@@ -20,7 +20,6 @@ import torch
 from torch import nn
 from transformers.pytorch_utils import Conv1D
 
-from course_lib.base.tables import Table
 from course_lib.compression import finetuning
 from course_lib.compression.quant_layers import weight_matrix
 from course_lib.text import training
@@ -47,7 +46,6 @@ __all__ = [
     "prunable_weights",
     "row_mask",
     "sparsity_of",
-    "sparsity_table",
     "wanda_masks",
 ]
 
@@ -292,27 +290,6 @@ def sparsity_of(model: nn.Module) -> float:
     weights = prunable_weights(model).values()
     zeros = sum(int((w == 0).sum()) for w in weights)
     return zeros / sum(w.numel() for w in weights)
-
-
-def sparsity_table(model: nn.Module, title: str | None = None) -> Table:
-    """Zeros per kind of prunable layer (summed over blocks), the prunable total, and the whole model.
-
-    Chapter 6, *Pruning lab*.
-    """
-    kinds: dict[str, list[int]] = {}
-    for name, w in prunable_weights(model).items():
-        kind = ".".join(p for p in name.split(".")[:-1] if not p.isdigit() and p not in ("transformer", "h"))
-        zeros_total = kinds.setdefault(kind, [0, 0])
-        zeros_total[0] += int((w == 0).sum())
-        zeros_total[1] += w.numel()
-    everything = [int((p == 0).sum()) for p in model.parameters()], [p.numel() for p in model.parameters()]
-    rows = [[k, f"{t:,}", f"{z:,}", f"{z / t:.1%}"] for k, (z, t) in kinds.items()]
-    z, t = sum(v[0] for v in kinds.values()), sum(v[1] for v in kinds.values())
-    rows.append(["all prunable weights", f"{t:,}", f"{z:,}", f"{z / t:.1%}"])
-    za, ta = sum(everything[0]), sum(everything[1])
-    rows.append(["whole model (with embeddings, norms, biases)", f"{ta:,}", f"{za:,}", f"{za / ta:.1%}"])
-    return Table(["weights", "count", "zeros", "sparsity"], rows, title=title)
-
 
 
 # ---------------------------------------------------------------------------------------------

@@ -20,7 +20,6 @@ from transformers import PreTrainedTokenizerBase
 from transformers.pytorch_utils import Conv1D
 
 from course_lib.base import env
-from course_lib.base.tables import Table
 from course_lib.compression import quant
 from course_lib.compression.quant import QuantConfig
 from course_lib.compression.quant_layers import (
@@ -52,22 +51,14 @@ EVAL_BATCH = 8
 EVAL_STORIES = 150
 
 
-def test_stories() -> list[str]:
-    """The test stories chapter 5 scores: the first :data:`EVAL_STORIES` of the course corpus's test split.
-
-    Chapter 5, *Quantization*.
-    """
-    return data.load_corpus("course", "test")[:EVAL_STORIES]
-
-
 def test_perplexity(model: nn.Module, tokenizer: PreTrainedTokenizerBase | None = None,
                     texts: Sequence[str] | None = None) -> float:
-    """Perplexity on :func:`test_stories` (or on ``texts``), windows of 128 without overlap.
+    """Perplexity on the first :data:`EVAL_STORIES` test stories (or on ``texts``), windows of 128, no overlap.
 
     Chapter 5, *Quantization*.
     """
     return evaluation.perplexity(model, _tokenizer(tokenizer), split="test",
-                                 texts=test_stories() if texts is None else texts,
+                                 texts=data.load_corpus("course", "test")[:EVAL_STORIES] if texts is None else texts,
                                  window=EVAL_WINDOW, stride=EVAL_STRIDE, batch_size=EVAL_BATCH).perplexity
 
 
@@ -157,25 +148,8 @@ def quantization_by_size(configs: Sequence[str | QuantConfig] = ("int4-channel",
     return out
 
 
-def trend(rows: Sequence[SizeRow]) -> str:
-    """One sentence on whether the perplexity change shrinks as the models grow (computed, not assumed).
-
-    Chapter 5, *Quantization*.
-    """
-    changes = [r.perplexity_change for r in rows]
-    shrinking = all(b <= a for a, b in zip(changes, changes[1:]))
-    first, last = rows[0], rows[-1]
-    verdict = ("shrinks at every step" if shrinking else
-               "does not shrink steadily" if changes[-1] < changes[0] else "does not shrink")
-    return (f"From {first.n_params:,} to {last.n_params:,} parameters the perplexity change goes from "
-            f"{changes[0]:+.2%} to {changes[-1]:+.2%}: it {verdict} across these {len(rows)} models.")
-
-
-def model_matrices(shape: memory.ModelShape) -> list[tuple[int, int]]:
-    """The weight matrices (out, in) of a GPT-2-style model: the tied token embedding, then 4 per layer.
-
-    Chapter 5, *Quantization*.
-    """
+def _model_matrices(shape: memory.ModelShape) -> list[tuple[int, int]]:
+    """The weight matrices (out, in) of a GPT-2-style model: the tied token embedding, then 4 per layer."""
     h = shape.hidden
     per_layer = [(3 * h, h), (h, h), (4 * h, h), (h, 4 * h)]
     return [(shape.vocab, h)] + per_layer * shape.n_layers
@@ -192,7 +166,7 @@ def weights_at_precision(shape: memory.ModelShape, method: str | QuantConfig, *,
 
     Chapter 5, *Quantization*.
     """
-    matrices = model_matrices(shape)[0 if embedding else 1:]
+    matrices = _model_matrices(shape)[0 if embedding else 1:]
     n_matrix = sum(a * b for a, b in matrices)
     if isinstance(method, str) and method.strip().lower() in FLOAT_DTYPES:
         total = memory.weight_memory(shape.n_params, method)
@@ -206,7 +180,26 @@ def weights_at_precision(shape: memory.ModelShape, method: str | QuantConfig, *,
     return {"codes": codes, "overhead": overhead, "rest": kept, "total": codes + overhead + kept}
 
 
-def torch_crosscheck(model: nn.Module) -> Table:
+@dataclass(frozen=True)
+class TorchCrosscheck:
+    """How many of ``total`` weights our quantizers store exactly as torch's reference does.
+
+    ``absmax_tensor`` / ``absmax_channel``: INT8 absmax codes; ``zeropoint_channel``: INT8
+    zero-point codes, and ``torch_order`` the same codes redone in torch's order of operations;
+    ``zeropoint_g64``: INT4 zero-point values in groups of 64, decoded.
+
+    Chapter 5, *Quantization*.
+    """
+
+    total: int
+    absmax_tensor: int
+    absmax_channel: int
+    zeropoint_channel: int
+    torch_order: int
+    zeropoint_g64: int
+
+
+def torch_crosscheck(model: nn.Module) -> TorchCrosscheck:
     """Our codes against torch's own quantizers on every linear weight of ``model``.
 
     INT8 absmax per tensor and per channel against ``torch.quantize_per_tensor`` /
@@ -214,8 +207,8 @@ def torch_crosscheck(model: nn.Module) -> Table:
     channel against ``torch.quantize_per_channel`` (quint8) with our scales and zero points; INT4
     zero-point in groups of 64 against ``torch.fake_quantize_per_channel_affine`` with the groups
     laid out as channels. ``torch.quantize_per_channel`` adds the zero point *before* rounding
-    (``round(zero + x / scale)``, in float32) where we, like ``fake_quantize``, round first; the
-    last column redoes our codes in torch's order to show that this is the only difference.
+    (``round(zero + x / scale)``, in float32) where we, like ``fake_quantize``, round first;
+    ``torch_order`` redoes our codes in torch's order to show that this is the only difference.
 
     Chapter 5, *Quantization*.
     """
@@ -257,12 +250,5 @@ def torch_crosscheck(model: nn.Module) -> Table:
                                                          c.zero.flatten().int(), 0, 0, 15)
             same["group"] += int((ours == ref).sum())
 
-    def share(n: int) -> str:
-        return f"{n:,} of {total:,}"
-
-    return Table(["our quantizer", "torch reference", "identical", "in torch's order of operations"], [
-        ["INT8 absmax per tensor", "torch.quantize_per_tensor", share(same["tensor"]), "-"],
-        ["INT8 absmax per channel", "torch.quantize_per_channel", share(same["channel"]), "-"],
-        ["INT8 zero-point per channel", "torch.quantize_per_channel", share(same["zero"]), share(torch_order)],
-        ["INT4 zero-point g64 (decoded)", "torch.fake_quantize_per_channel_affine", share(same["group"]), "-"],
-    ])
+    return TorchCrosscheck(total, same["tensor"], same["channel"], same["zero"], torch_order,
+                           same["group"])

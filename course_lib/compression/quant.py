@@ -173,11 +173,8 @@ def check_tensor(x: Any, what: str = "tensor") -> torch.Tensor:
 # Bit packing
 # ---------------------------------------------------------------------------------------------
 
-def packed_size(n: int, bits: int) -> int:
-    """Bytes that ``n`` codes of ``bits`` bits take when packed back to back: ceil(n * bits / 8).
-
-    Chapter 5, *Quantization*.
-    """
+def _packed_size(n: int, bits: int) -> int:
+    """Bytes that ``n`` codes of ``bits`` bits take when packed back to back: ceil(n * bits / 8)."""
     return -(-n * bits // 8)
 
 
@@ -212,9 +209,9 @@ def unpack_bits(packed: torch.Tensor, bits: int, n: int) -> torch.Tensor:
 
     Chapter 5, *Quantization*.
     """
-    if packed.numel() != packed_size(n, bits):
+    if packed.numel() != _packed_size(n, bits):
         raise ValueError(f"{packed.numel()} bytes cannot hold exactly {n} codes of {bits} bits "
-                         f"({packed_size(n, bits)} bytes expected)")
+                         f"({_packed_size(n, bits)} bytes expected)")
     data = packed.reshape(-1).to(torch.int32)
     if bits == 8:
         return data[:n].to(torch.uint8)
@@ -334,6 +331,8 @@ def encode_codes(x: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor | None
 
     The one rounding rule of the library: round half to even of ``x * (1 / scale)``, clamped to the
     grid; absmax codes -qmax..qmax are stored shifted by 2**(bits - 1). GPTQ rounds with it too.
+
+    Chapter 5, *Quantization*.
     """
     x = torch.round(x * (1.0 / scale))
     if zero is None:
@@ -343,13 +342,19 @@ def encode_codes(x: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor | None
 
 
 def decode_codes(codes: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor | None, bits: int) -> torch.Tensor:
-    """The values (float32) that integer ``codes`` stand for: ``(code - zero) * scale``, broadcast."""
+    """The values (float32) that integer ``codes`` stand for: ``(code - zero) * scale``, broadcast.
+
+    Chapter 5, *Quantization*.
+    """
     offset = zero.float() if zero is not None else float(1 << (bits - 1))
     return (codes.float() - offset) * scale
 
 
 def quantize_codes(x: torch.Tensor, config: QuantConfig) -> Codes:
-    """The integer codes, scales and zero points of ``x`` under ``config``, per group."""
+    """The integer codes, scales and zero points of ``x`` under ``config``, per group.
+
+    Chapter 5, *Quantization*.
+    """
     rows, groups, size = geometry(tuple(x.shape), config)
     g = x.detach().float().reshape(rows, groups, size)
     if config.scheme == "absmax":
@@ -504,15 +509,18 @@ def quantize_dequantize(x: torch.Tensor, config: QuantConfig | str) -> torch.Ten
     return _dequantize_codes(c, config).reshape(x.shape).to(x.dtype)
 
 
-class _StraightThrough(torch.autograd.Function):
-    """Forward: the quantized value. Backward: the gradient passes through unchanged (STE)."""
+class StraightThrough(torch.autograd.Function):
+    """Forward: the quantized value. Backward: the gradient passes through unchanged (STE).
+
+    Chapter 5, *Quantization*.
+    """
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, config: QuantConfig) -> torch.Tensor:  # type: ignore[override]
+    def forward(ctx: Any, x: torch.Tensor, config: QuantConfig) -> torch.Tensor:
         return quantize_dequantize(x, config)
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
         return grad, None
 
 
@@ -525,7 +533,7 @@ def fake_quantize(x: torch.Tensor, config: QuantConfig | str) -> torch.Tensor:
 
     Chapter 5, *Quantization*.
     """
-    return _StraightThrough.apply(x, get_config(config))
+    return StraightThrough.apply(x, get_config(config))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -543,14 +551,14 @@ def storage_bytes(shape: tuple[int, ...], config: QuantConfig | str) -> dict[str
     config = get_config(config)
     rows, groups, size = geometry(tuple(shape), config)
     n_scales = rows * groups
-    out = {"codes": packed_size(rows * groups * size, config.bits)}
+    out = {"codes": _packed_size(rows * groups * size, config.bits)}
     if config.double_quant:
         out["scales"] = n_scales  # one int8 code each
         out["double quantization"] = 4 * -(-n_scales // DQ_BLOCK) + 4
     else:
         out["scales"] = n_scales * torch.empty(0, dtype=dtypes.torch_dtype(config.scale_dtype)).element_size()
     if config.scheme == "zeropoint":
-        out["zero points"] = packed_size(n_scales, config.bits)
+        out["zero points"] = _packed_size(n_scales, config.bits)
     return out
 
 

@@ -101,16 +101,6 @@ class QuantLinear(nn.Module):
         self.act_config = (quant.QuantConfig(act_bits, "absmax", "channel", scale_dtype="fp32")
                            if act_bits is not None else None)
 
-    @classmethod
-    def from_module(cls, module: nn.Module, config: QuantConfig | str, name: str = "layer",
-                    act_bits: int | None = None) -> QuantLinear:
-        """Quantize the weight of an ``nn.Linear`` or ``Conv1D`` (``name`` goes into error messages)."""
-        if not isinstance(module, (nn.Linear, Conv1D)):
-            raise ValueError(f"{name} is a {type(module).__name__}; QuantLinear replaces nn.Linear or "
-                             "transformers' Conv1D")
-        q = _quantize_named(weight_matrix(module), config, f"{name}.weight")
-        return cls(QuantizedWeight(q), module.bias, act_bits)
-
     @property
     def weight(self) -> torch.Tensor:
         """The decoded weight (out, in), for code that reads ``layer.weight``."""

@@ -1,2 +1,2 @@
-"""The exercise machinery: numeric questions (:mod:`~course_lib.exercises.questions`); each chapter's
+"""The exercise machinery that every chapter uses: numeric questions (:mod:`~course_lib.exercises.questions`); each chapter's
 exercises live in its module under :mod:`course_lib.chapters`."""

@@ -1,4 +1,4 @@
-"""Numeric questions: a learner's number checked within a tolerance against one the library computes."""
+"""Numeric questions, used by every chapter: a learner's number checked within a tolerance against one the library computes."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ __all__ = ["Question"]
 class Question:
     """A question whose answer is a number, checked within a relative tolerance, with a hint.
 
-    Chapter 1, *Pretraining objectives*.
+    Used by the library's other modules.
     """
 
     question: str

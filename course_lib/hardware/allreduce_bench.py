@@ -6,8 +6,9 @@ rank: for each message size it all-reduces a tensor of that many bytes on the ra
 with gloo, the rank's GPU with NCCL) a few times untimed, then times ``repeats`` calls, each
 after a barrier, the device synchronised around the clock. The runs are interleaved across the
 sizes (round 1 times every size once, then round 2, ...), so that other work on the machine
-slows every size alike, and each call counts the time of its slowest rank. :func:`measure_allreduce`
-starts the ranks with chapter 8's launcher and returns an :class:`AllReduceSweep`.
+slows every size alike, and each call counts the time of its slowest rank; it returns an
+:class:`AllReduceSweep`. :func:`measure_allreduce` starts the ranks with chapter 8's launcher and
+returns rank 0's.
 
 Bandwidth, as NVIDIA's nccl-tests report it (its doc/PERFORMANCE.md). The *algorithm bandwidth*
 is ``algbw = S / t`` for a message of ``S`` bytes all-reduced in ``t`` seconds. A ring all-reduce
@@ -42,22 +43,20 @@ import torch.distributed as dist
 from course_lib.base import dtypes
 from course_lib.base.checks import choice, positive
 from course_lib.base.tables import Table
+from course_lib.base.timing import sync
+from course_lib.hardware.stream import bytes_label
 from course_lib.parallel import cost_model, launch
 from course_lib.parallel.cost_model import Link
 
-__all__ = ["BENCH_DTYPES", "AllReduceSweep", "allreduce_sweep", "bus_factor", "default_sizes",
-           "main", "measure_allreduce", "sweep_table"]
+__all__ = ["AllReduceSweep", "allreduce_sweep", "main", "measure_allreduce", "sweep_table"]
 
 #: The element types a sweep can all-reduce.
-BENCH_DTYPES: tuple[str, ...] = ("fp32", "fp16", "bf16")
+_DTYPES: tuple[str, ...] = ("fp32", "fp16", "bf16")
 _TARGET = "course_lib.hardware.allreduce_bench:allreduce_sweep"  # also when run as __main__
 
 
-def default_sizes(backend: str = "gloo") -> list[int]:
-    """Message sizes in bytes, powers of 4 from 4 KiB to 16 MiB (gloo, CPUs) or 256 MiB (NCCL).
-
-    Chapter 10, *Hardware for LLM training*.
-    """
+def _default_sizes(backend: str) -> list[int]:
+    """Message sizes in bytes, powers of 4 from 4 KiB to 16 MiB (gloo, CPUs) or 256 MiB (NCCL)."""
     backend = choice(backend, ("gloo", "nccl"), "backend")
     top = 16 * 2**20 if backend == "gloo" else 256 * 2**20
     sizes, size = [], 4 * 2**10
@@ -67,17 +66,8 @@ def default_sizes(backend: str = "gloo") -> list[int]:
     return sizes
 
 
-def bus_factor(world_size: int) -> float:
-    """The factor from algorithm to bus bandwidth of an all-reduce: ``2 (N - 1) / N`` (nccl-tests).
-
-    Chapter 10, *Hardware for LLM training*.
-    """
-    n = positive(world_size, "world_size", integer=True)
-    return 2 * (n - 1) / n
-
-
 def _dtype(name: Any) -> torch.dtype:
-    return dtypes.torch_dtype(choice(name, BENCH_DTYPES, "dtype"), BENCH_DTYPES)
+    return dtypes.torch_dtype(choice(name, _DTYPES, "dtype"), _DTYPES)
 
 
 def _check_sizes(sizes: Any, dtype: torch.dtype) -> list[int]:
@@ -102,67 +92,12 @@ def _check_warmup(warmup: Any) -> int:
     return warmup
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def _barrier(worker: launch.Worker) -> None:
     if worker.device.type == "cuda":
         dist.barrier(device_ids=[worker.device.index])
     else:
         dist.barrier()
-    _sync(worker.device)
-
-
-def allreduce_sweep(sizes: list[int] | None = None, repeats: int = 5, warmup: int = 2,
-                    dtype: str = "fp32") -> dict[str, Any]:
-    """Worker: time ``repeats`` all-reduces of every message size (bytes), interleaved; return them.
-
-    Runs on every rank, inside the process group (joined and left here). For each size a tensor
-    of that many bytes of ``dtype`` lives on the rank's device; ``warmup`` untimed calls per size
-    come first. Each timed call follows a barrier, and the device is synchronised before and
-    after it; each call's time is the largest over the ranks (the all-reduce is done when the
-    last rank is). Returns the sizes, the seconds of every run per size (one list per size), the
-    world size, backend, dtype, device, and the algorithm and bus bandwidths of the fastest run
-    in GB/s (10**9 bytes per second; see the module's docstring). ``sizes`` None: the
-    :func:`default_sizes` of the backend.
-
-    Chapter 10, *Hardware for LLM training*.
-    """
-    torch_dtype = _dtype(dtype)
-    repeats = positive(repeats, "repeats", integer=True)
-    warmup = _check_warmup(warmup)
-    if sizes is not None:
-        sizes = _check_sizes(sizes, torch_dtype)
-    worker = launch.init_worker()
-    try:
-        device = worker.device
-        sizes = default_sizes(worker.backend) if sizes is None else sizes
-        tensors = [torch.zeros(s // torch_dtype.itemsize, dtype=torch_dtype, device=device)
-                   for s in sizes]  # zeros: the sums stay zero, however many calls
-        for x in tensors:
-            for _ in range(warmup):
-                dist.all_reduce(x)
-        _sync(device)
-        times: list[list[float]] = [[] for _ in sizes]
-        for _ in range(repeats):
-            for i, x in enumerate(tensors):
-                _barrier(worker)
-                start = time.perf_counter()
-                dist.all_reduce(x)
-                _sync(device)
-                times[i].append(time.perf_counter() - start)
-        slowest = torch.tensor(times, dtype=torch.float64, device=device)
-        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-        times = slowest.cpu().tolist()
-        factor = 2 * (worker.world_size - 1) / worker.world_size
-        algbw = [s / min(t) / 1e9 for s, t in zip(sizes, times)]
-        return {"sizes": sizes, "times": times, "world_size": worker.world_size,
-                "backend": worker.backend, "dtype": dtype.strip().lower(), "device": str(device),
-                "algbw": algbw, "busbw": [b * factor for b in algbw]}
-    finally:
-        launch.shutdown()
+    sync(worker.device)
 
 
 @dataclass(frozen=True)
@@ -170,7 +105,8 @@ class AllReduceSweep:
     """All-reduce times against message size: sizes in bytes, every run's seconds, the group.
 
     ``times[i]`` holds the seconds of each timed run of message ``sizes[i]``. Bandwidths are in
-    GB/s (10**9 bytes per second), as nccl-tests reports them.
+    GB/s (10**9 bytes per second), as nccl-tests reports them. Every rank's
+    :func:`allreduce_sweep` returns one, which the launcher sends back pickled.
 
     Chapter 10, *Hardware for LLM training*.
     """
@@ -204,8 +140,8 @@ class AllReduceSweep:
 
     @property
     def bus_factor(self) -> float:
-        """``2 (N - 1) / N``: bus bandwidth over algorithm bandwidth for this world size."""
-        return bus_factor(self.world_size)
+        """``2 (N - 1) / N``: bus bandwidth over algorithm bandwidth for this world size (nccl-tests)."""
+        return 2 * (self.world_size - 1) / self.world_size
 
     @property
     def algbw(self) -> tuple[float, ...]:
@@ -229,6 +165,50 @@ class AllReduceSweep:
                                          relative=relative, name=name)
 
 
+def allreduce_sweep(sizes: list[int] | None = None, repeats: int = 5, warmup: int = 2,
+                    dtype: str = "fp32") -> AllReduceSweep:
+    """Worker: time ``repeats`` all-reduces of every message size (bytes), interleaved; return them.
+
+    Runs on every rank, inside the process group (joined and left here). For each size a tensor
+    of that many bytes of ``dtype`` lives on the rank's device; ``warmup`` untimed calls per size
+    come first. Each timed call follows a barrier, and the device is synchronised before and
+    after it; each call's time is the largest over the ranks (the all-reduce is done when the
+    last rank is), the same on every rank. ``sizes`` None: powers of 4 from 4 KiB to 16 MiB
+    (gloo) or 256 MiB (NCCL).
+
+    Chapter 10, *Hardware for LLM training*.
+    """
+    torch_dtype = _dtype(dtype)
+    repeats = positive(repeats, "repeats", integer=True)
+    warmup = _check_warmup(warmup)
+    if sizes is not None:
+        sizes = _check_sizes(sizes, torch_dtype)
+    worker = launch.init_worker()
+    try:
+        device = worker.device
+        sizes = _default_sizes(worker.backend) if sizes is None else sizes
+        tensors = [torch.zeros(s // torch_dtype.itemsize, dtype=torch_dtype, device=device)
+                   for s in sizes]  # zeros: the sums stay zero, however many calls
+        for x in tensors:
+            for _ in range(warmup):
+                dist.all_reduce(x)
+        sync(device)
+        times: list[list[float]] = [[] for _ in sizes]
+        for _ in range(repeats):
+            for i, x in enumerate(tensors):
+                _barrier(worker)
+                start = time.perf_counter()
+                dist.all_reduce(x)
+                sync(device)
+                times[i].append(time.perf_counter() - start)
+        slowest = torch.tensor(times, dtype=torch.float64, device=device)
+        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+        return AllReduceSweep(tuple(sizes), tuple(map(tuple, slowest.cpu().tolist())),
+                              worker.world_size, worker.backend, dtype.strip().lower())
+    finally:
+        launch.shutdown()
+
+
 def measure_allreduce(sizes: Sequence[int] | None = None, nprocs: int = 2, repeats: int = 5,
                       timeout: float = 120.0, backend: str = "auto", dtype: str = "fp32",
                       warmup: int = 2, echo: bool = False) -> AllReduceSweep:
@@ -236,7 +216,7 @@ def measure_allreduce(sizes: Sequence[int] | None = None, nprocs: int = 2, repea
 
     Every rank runs :func:`allreduce_sweep`; ``backend`` "auto" picks NCCL when there is a GPU
     per rank, else gloo (:func:`course_lib.parallel.launch.resolve_backend`), and ``sizes``
-    None the :func:`default_sizes` of that backend: powers of 4 from 4 KiB to 16 MiB on CPUs.
+    None powers of 4 from 4 KiB to 16 MiB (gloo) or 256 MiB (NCCL).
     ``echo`` shows the ranks' output as it comes (a failing rank's last lines are in the error
     anyway). Starting the processes costs a few seconds, not counted in the times.
 
@@ -249,23 +229,11 @@ def measure_allreduce(sizes: Sequence[int] | None = None, nprocs: int = 2, repea
     repeats = positive(repeats, "repeats", integer=True)
     warmup = _check_warmup(warmup)
     chosen = launch.resolve_backend(backend, nprocs)
-    sizes = default_sizes(chosen) if sizes is None else _check_sizes(sizes, torch_dtype)
-    results = launch.launch(_TARGET, nprocs, {"sizes": sizes, "repeats": repeats, "warmup": warmup,
-                                              "dtype": dtype}, backend=chosen, timeout=timeout,
-                            echo=echo)
-    first = results[0]
-    return AllReduceSweep(tuple(first["sizes"]), tuple(tuple(t) for t in first["times"]),
-                          int(first["world_size"]), str(first["backend"]), str(first["dtype"]))
-
-
-def _bytes(n: int) -> str:
-    """A byte count in the largest binary unit that keeps it >= 1: 4096 -> "4 KiB"."""
-    value, unit = float(n), "B"
-    for bigger in ("KiB", "MiB", "GiB"):
-        if value < 1024:
-            break
-        value, unit = value / 1024, bigger
-    return f"{value:.4g} {unit}"
+    sizes = _default_sizes(chosen) if sizes is None else _check_sizes(sizes, torch_dtype)
+    kwargs = {"sizes": sizes, "repeats": repeats, "warmup": warmup, "dtype": dtype}
+    results = launch.launch(_TARGET, nprocs, kwargs, backend=chosen, timeout=timeout, echo=echo)
+    # Rebuilt as this module's class: run as __main__, the ranks' class is the imported module's.
+    return AllReduceSweep(**vars(results[0]))
 
 
 def _number(x: float) -> str:
@@ -292,7 +260,7 @@ def sweep_table(sweep: AllReduceSweep, link: Link | None = None) -> Table:
         headers.append("model ms")
     rows = []
     for i, size in enumerate(sweep.sizes):
-        row = [_bytes(size), _number(sweep.seconds[i] * 1e3),
+        row = [bytes_label(size), _number(sweep.seconds[i] * 1e3),
                _number(sweep.median_seconds[i] * 1e3), _number(sweep.algbw[i]),
                _number(sweep.busbw[i])]
         if link is not None:
@@ -320,17 +288,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="message sizes in bytes (default: powers of 4 from 4 KiB)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--dtype", default="fp32", choices=list(BENCH_DTYPES))
+    parser.add_argument("--dtype", default="fp32", choices=list(_DTYPES))
     parser.add_argument("--nprocs", type=int, default=2, help="ranks to start (not under torchrun)")
     parser.add_argument("--backend", default="auto", choices=["auto", "gloo", "nccl"],
                         help="not under torchrun, where the backend follows the device")
     args = parser.parse_args(argv)
     if "RANK" in os.environ:  # started by torchrun: this process is one rank
-        result = allreduce_sweep(args.sizes, args.repeats, args.warmup, args.dtype)
+        sweep = allreduce_sweep(args.sizes, args.repeats, args.warmup, args.dtype)
         if int(os.environ["RANK"]) != 0:
             return 0
-        sweep = AllReduceSweep(tuple(result["sizes"]), tuple(map(tuple, result["times"])),
-                               result["world_size"], result["backend"], result["dtype"])
     else:
         sweep = measure_allreduce(args.sizes, args.nprocs, args.repeats, backend=args.backend,
                                   dtype=args.dtype, warmup=args.warmup)

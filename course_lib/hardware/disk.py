@@ -18,17 +18,16 @@ of every timed read in the first of these ways that the platform and filesystem 
 The ``"cached"`` pattern does the opposite on purpose: it reads the file once and then times
 reads served by the warm cache, to show how large the lie is. A file on tmpfs lives in RAM, so
 no method gives a disk's speed there (newer kernels accept ``O_DIRECT`` on tmpfs and still read
-RAM); :func:`read_table` says so. Some filesystems accept ``O_DIRECT`` but still go through a
+RAM); :attr:`ReadResult.in_ram` says so. Some filesystems accept ``O_DIRECT`` but still go through a
 cache of their own (ZFS, some network filesystems), and a virtual machine's disk may be cached
 by its host: compare with the ``"cached"`` row before trusting a number that looks like memory.
 
 Units: the test file's size is given in MiB (2**20 bytes) and its blocks in KiB (1024 bytes),
 so that blocks align with 4 KiB pages; speeds are in MB/s (10**6 bytes per second), the unit of
 drive datasheets. :func:`checkpoint_load_seconds` and :func:`stream_seconds` turn a speed into
-the seconds to read a checkpoint or to stream a dataset once, and :func:`checkpoint_table` lays
-that out for a few model sizes next to reference speeds that the caller supplies (with their
-citations). The machine may be shared: runs differ, so every result keeps all its runs and
-reports the fastest (the least disturbed) and the median.
+the seconds to read a checkpoint or to stream a dataset once. The machine may be shared: runs
+differ, so every result keeps all its runs and reports the fastest (the least disturbed) and
+the median.
 """
 
 from __future__ import annotations
@@ -42,32 +41,26 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from course_lib.base.checks import choice, positive
-from course_lib.base.tables import Table
 from course_lib.base.timing import TimedRuns
 
-__all__ = [
-    "FADVISE", "METHODS", "NO_CACHE_CONTROL", "O_DIRECT", "PATTERNS", "WARM_CACHE", "ReadResult",
-    "checkpoint_load_seconds", "checkpoint_table", "read_speed", "read_table", "stream_seconds",
-]  # fmt: skip
+__all__ = ["FADVISE", "NO_CACHE_CONTROL", "O_DIRECT", "WARM_CACHE", "ReadResult", "checkpoint_load_seconds",
+           "read_speed", "stream_seconds"]
 
 #: How :func:`read_speed` reads the file: whole file in order, blocks at random offsets, or warm cache.
-PATTERNS: tuple[str, ...] = ("sequential", "random", "cached")
+_PATTERNS: tuple[str, ...] = ("sequential", "random", "cached")
 
 #: The ways of keeping the page cache out of a timed read, as :attr:`ReadResult.method` records them.
 O_DIRECT = "O_DIRECT"
 FADVISE = "posix_fadvise(DONTNEED)"
 WARM_CACHE = "page cache (warm)"
 NO_CACHE_CONTROL = "no cache control (numbers may be the page cache)"
-METHODS: tuple[str, ...] = (O_DIRECT, FADVISE, WARM_CACHE, NO_CACHE_CONTROL)
 
-_SHORT_METHOD = {O_DIRECT: "O_DIRECT", FADVISE: "fadvise", WARM_CACHE: "warm cache",
-                 NO_CACHE_CONTROL: "no cache control"}  # fmt: skip
 _MIB = 2**20
 _KIB = 1024
 _CHUNK = 4 * _MIB  # bytes generated and written at a time
@@ -84,11 +77,11 @@ class ReadResult(TimedRuns):
     ``block_bytes``; ``filesystem`` is the type of the filesystem that held the file
     (``"ext4"``, ``"overlay"``, ``"tmpfs"``, ... or ``"unknown"``).
 
-    Used by the library's other modules.
+    Chapter 10, *Hardware for LLM training*.
     """
 
     pattern: str  # "sequential", "random" or "cached"
-    method: str  # one of METHODS
+    method: str  # O_DIRECT, FADVISE, WARM_CACHE or NO_CACHE_CONTROL
     file_bytes: int
     block_bytes: int
     times: tuple[float, ...]  # seconds of each run
@@ -114,6 +107,11 @@ class ReadResult(TimedRuns):
     def iops(self) -> float:
         """Block reads per second in the fastest run (I/O operations per second)."""
         return self.reads / self.seconds
+
+    @property
+    def in_ram(self) -> bool:
+        """Whether the file lay on a filesystem kept in RAM (tmpfs, ramfs): then it measured memory."""
+        return self.filesystem in _RAM_FILESYSTEMS
 
 
 def _filesystem(directory: Path) -> str:
@@ -287,7 +285,7 @@ def read_speed(
 
     Chapter 10, *Hardware for LLM training*.
     """
-    pattern = choice(pattern, PATTERNS, "pattern")
+    pattern = choice(pattern, _PATTERNS, "pattern")
     file_mb = positive(file_mb, "file_mb")
     block_kb = positive(block_kb, "block_kb", integer=True)
     if block_kb % 4:
@@ -339,7 +337,7 @@ def checkpoint_load_seconds(n_params: float, bytes_per_param: float, mb_per_s: f
     parameter, 14 GB) takes 14 s at 1000 MB/s. Optimizer state, when the checkpoint holds it,
     is more bytes per parameter (chapter 2).
 
-    Used by the library's other modules.
+    Chapter 10, *Hardware for LLM training*.
     """
     n_params = positive(n_params, "n_params")
     bytes_per_param = positive(bytes_per_param, "bytes_per_param")
@@ -359,88 +357,3 @@ def stream_seconds(tokens: float, bytes_per_token: float, mb_per_s: float) -> fl
     bytes_per_token = positive(bytes_per_token, "bytes_per_token")
     mb_per_s = positive(mb_per_s, "mb_per_s")
     return float(tokens) * float(bytes_per_token) / (float(mb_per_s) * 1e6)
-
-
-def _params_label(n: float) -> str:
-    """1e9 -> '1B', 7e9 -> '7B', 1.5e9 -> '1.5B', 125e6 -> '125M'."""
-    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
-        if n >= scale:
-            return f"{n / scale:.3g}{suffix}"
-    return f"{n:g}"
-
-
-def _seconds_cell(s: float) -> str:
-    return f"{s:.2f}" if s < 10 else f"{s:,.1f}" if s < 100 else f"{s:,.0f}"
-
-
-def _check_results(results: Any, caller: str, allow_empty: bool = False) -> list[ReadResult]:
-    if isinstance(results, ReadResult):
-        results = [results]
-    if not isinstance(results, Sequence) or not all(isinstance(r, ReadResult) for r in results):
-        raise ValueError(f"{caller}() needs a list of ReadResult (from read_speed()), got {results!r}")
-    if not results and not allow_empty:
-        raise ValueError(f"{caller}() needs at least one result (from read_speed())")
-    return list(results)
-
-
-def checkpoint_table(
-    results: Sequence[ReadResult],
-    n_params: Sequence[float] = (1e9, 7e9, 70e9),
-    bytes_per_param: float = 2.0,
-    references: Mapping[str, float] | None = None,
-) -> Table:
-    """Seconds to load a checkpoint of each model size at each measured speed and each reference speed.
-
-    One row per model size (``"1B"``, ``"7B"``, ``"70B"``): its checkpoint in GB at
-    ``bytes_per_param`` bytes per parameter (2: BF16 weights only), then the seconds to read it at
-    the fastest run of each result and at each of ``references`` (``{label: MB/s}``, e.g. a
-    datasheet's NVMe, SATA SSD and hard-disk figures, which the caller cites).
-
-    Chapter 10, *Hardware for LLM training*.
-    """
-    results = _check_results(results, "checkpoint_table", allow_empty=True)
-    references = dict(references or {})
-    for label, speed in references.items():
-        positive(speed, f"reference speed of {label!r} (MB/s)")
-    if not results and not references:
-        raise ValueError("checkpoint_table() needs at least one result (from read_speed()) or a reference "
-                         "speed, e.g. references={'my disk': 500}")
-    if isinstance(n_params, (int, float)) or not n_params:
-        raise ValueError(f"n_params must be a non-empty list of parameter counts, got {n_params!r}")
-    for n in n_params:
-        positive(n, "n_params")
-    bytes_per_param = positive(bytes_per_param, "bytes_per_param")
-    speeds = [(f"s, {r.pattern} {_SHORT_METHOD.get(r.method, r.method)} ({r.mb_per_s:,.0f} MB/s)", r.mb_per_s)
-              for r in results]  # fmt: skip
-    speeds += [(f"s, {label} ({speed:,.0f} MB/s)", float(speed)) for label, speed in references.items()]
-    rows = [[_params_label(n), f"{n * bytes_per_param / 1e9:,.1f}"]
-            + [_seconds_cell(checkpoint_load_seconds(n, bytes_per_param, mb)) for _, mb in speeds]
-            for n in n_params]  # fmt: skip
-    title = (f"seconds to read a checkpoint at {bytes_per_param:g} bytes per parameter "
-             "(measured: the fastest run of each result)")
-    return Table(["model", "checkpoint GB"] + [h for h, _ in speeds], rows, title=title)
-
-
-def read_table(results: Sequence[ReadResult]) -> Table:
-    """One row per result: pattern, method, filesystem, sizes, MB/s of the fastest and median runs, IOPS.
-
-    IOPS (block reads per second, fastest run) are shown for random reads only. The title says
-    that the machine may be shared, so runs differ, and warns of files held in RAM (tmpfs).
-
-    Chapter 10, *Hardware for LLM training*.
-    """
-    results = _check_results(results, "read_table")
-    rows = [[r.pattern, r.method, r.filesystem, f"{r.file_bytes / _MIB:g}", f"{r.block_bytes / _KIB:g}",
-             f"{r.mb_per_s:,.0f}", f"{r.median_mb_per_s:,.0f}",
-             f"{r.iops:,.0f}" if r.pattern == "random" else "-"]
-            for r in results]  # fmt: skip
-    runs = sorted({r.repeats for r in results})
-    title = (f"disk reads, {' or '.join(map(str, runs))} run(s) each: the machine is shared and runs differ, "
-             "so compare the fastest with the median")
-    if any(r.filesystem in _RAM_FILESYSTEMS for r in results):
-        title += "; tmpfs keeps files in RAM, so its rows measure memory, not a disk"
-    if any(r.method == NO_CACHE_CONTROL for r in results):
-        title += "; rows without cache control may be the page cache's speed"
-    headers = ["pattern", "method", "filesystem", "file MiB", "block KiB", "MB/s fastest", "MB/s median", "IOPS"]
-    return Table(headers, rows, title=title)
-

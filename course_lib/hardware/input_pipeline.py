@@ -9,9 +9,9 @@ CPU is slower, the GPU waits, whatever it costs per hour.
 :func:`tokenize_throughput` measures that side on the machine at hand: it runs a corpus through a
 ``torch.utils.data.DataLoader`` whose collate function tokenises each batch, in the main process
 (``workers=0``) or in 1, 2, ... worker processes, and reports tokens per second (the fastest of a
-few timed passes, and the median: the machine may be shared). :func:`throughput_table` sets the
-result against a GPU's demand: the share of the demand met, and the CPU cores it would take to
-keep up. Chapter 10 (*Hardware for LLM training*) turns "the CPU still matters" into that number.
+few timed passes, and the median: the machine may be shared). Chapter 10 (*Hardware for LLM
+training*) sets that rate against a GPU's demand, the share of it met and the CPU cores it would
+take to keep up, and so turns "the CPU still matters" into a number.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import multiprocessing
 import os
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,11 +29,10 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from course_lib.base.checks import choice, positive
-from course_lib.base.tables import Table
 from course_lib.base.timing import TimedRuns
 from course_lib.hardware.roofline import check_utilisation, training_flops
 
-__all__ = ["ThroughputResult", "gpu_tokens_per_second", "throughput_table", "tokenize_throughput"]
+__all__ = ["ThroughputResult", "gpu_tokens_per_second", "tokenize_throughput"]
 
 
 @dataclass(frozen=True)
@@ -230,42 +229,3 @@ def gpu_tokens_per_second(n_params: float, flops_per_second: float,
     """
     flops_per_second = positive(flops_per_second, "flops_per_second")
     return flops_per_second * check_utilisation(utilisation) / training_flops(n_params, 1)
-
-
-def _rate(value: float) -> str:
-    return f"{value:,.0f}"
-
-
-def throughput_table(results: Sequence[ThroughputResult],
-                     demands: Mapping[str, float] | None = None) -> Table:
-    """Per measurement: workers, tokens, tokens/s (fastest and median), and against each GPU demand.
-
-    ``demands`` maps a label to the tokens per second a GPU consumes
-    (:func:`gpu_tokens_per_second`). For each, a column gives the share of that demand the
-    measurement meets, and in brackets the cores it would take to keep up at this measurement's
-    rate per process: ``ceil(demand / (tokens/s / processes))``.
-
-    Chapter 10, *Hardware for LLM training*.
-    """
-    if isinstance(results, ThroughputResult) or not results:
-        raise ValueError("throughput_table() needs a list of results from tokenize_throughput()")
-    demands = dict(demands or {})
-    for label, demand in demands.items():
-        positive(demand, f"demand {label!r} (tokens per second)")
-    headers = ["workers", "tokens", "tokens/s (fastest)", "tokens/s (median)",
-               *[f"{label}: share met (cores to keep up)" for label in demands]]
-    rows = []
-    for r in results:
-        cells = [f"{r.workers}" + (" (main process)" if r.workers == 0 else ""),
-                 f"{r.tokens:,}", _rate(r.tokens_per_second), _rate(r.median_tokens_per_second)]
-        for demand in demands.values():
-            cores = math.ceil(demand / r.tokens_per_second_per_process)
-            cells.append(f"{r.tokens_per_second / demand:.0%} ({cores})")
-        rows.append(cells)
-    runs = sorted({len(r.times) for r in results})
-    title = (f"Tokenising {results[0].texts:,} texts on the CPU, fastest of "
-             f"{' or '.join(map(str, runs))} passes after a warm-up pass")
-    if demands:
-        title += "; GPU demand: " + ", ".join(f"{k} {_rate(v)} tokens/s"
-                                              for k, v in demands.items())
-    return Table(headers, rows, title=title)

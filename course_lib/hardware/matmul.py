@@ -11,11 +11,12 @@ n**3 terms), so the throughput is ``2 n**3 / seconds``.
 Low precision is fast only where the hardware has units for it: NVIDIA tensor cores (FP16, BF16
 since Ampere, FP8 since Hopper), and on CPUs Intel AMX or AVX-512 BF16 / FP16, or Arm's BF16
 instructions. Elsewhere torch converts to FP32 and back, and 16-bit products can be *slower*
-than FP32. :func:`cpu_features` reports which of these units the CPU announces. INT8 products
+than FP32. :func:`describe_machine` lists which of these units the CPU announces. INT8 products
 (int8 times int8, summed in int32) go through ``torch._int_mm``, the kernel that torch's own
 INT8 quantization uses, and count integer operations; :func:`int8_supported` says whether the
 device has it. Chapter 10 (*Hardware for LLM training*) measures the peaks of this module's
-benchmark and places them on a roofline.
+benchmark and places them on a roofline, next to products of any shape (:func:`time_products`)
+that sit at the arithmetic intensity of one of the roofline's operations.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from __future__ import annotations
 import functools
 import os
 import platform
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 
@@ -32,18 +34,20 @@ from course_lib.base import dtypes
 from course_lib.base.checks import choice, positive
 from course_lib.base.tables import Table
 from course_lib.base.timing import TimedRuns, calls_per_run, check_device, check_min_seconds, interleaved_times
+from course_lib.hardware.roofline import Operation, matmul_operation
 
 __all__ = [
-    "MATMUL_DTYPES", "CPU_FEATURES", "MatmulResult", "matmul_flops", "default_sizes", "available_devices",
-    "time_matmul", "matmul_benchmark", "speedups", "matmul_table", "cpu_features",
-    "cpu_name", "describe_machine", "int8_supported", "peak_result",
+    "MatmulResult", "ProductResult", "available_devices", "describe_machine", "int8_supported",
+    "matmul_benchmark", "matmul_table", "peak_result", "speedups", "time_products",
 ]  # fmt: skip
 
 #: The dtypes the matrix benchmark knows, by the course's names (:mod:`course_lib.base.dtypes`).
-MATMUL_DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp64", "int8")
+_DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16", "fp64", "int8")
+#: The dtypes of :func:`time_products`: floating point, and known to the roofline.
+_PRODUCT_DTYPES: tuple[str, ...] = ("fp32", "bf16", "fp16")
 
 #: CPU feature flags (as Linux's /proc/cpuinfo spells them) that matter for low-precision maths.
-CPU_FEATURES: dict[str, str] = {
+_CPU_FEATURES: dict[str, str] = {
     "avx2": "256-bit vector FP32 maths (x86)",
     "fma": "fused multiply-add (x86)",
     "f16c": "FP16 <-> FP32 conversion only, no FP16 maths (x86)",
@@ -60,7 +64,7 @@ CPU_FEATURES: dict[str, str] = {
 
 
 def _dtype(name: Any) -> torch.dtype:
-    return dtypes.torch_dtype(choice(name, MATMUL_DTYPES, "dtype"), MATMUL_DTYPES)
+    return dtypes.torch_dtype(choice(name, _DTYPES, "dtype"), _DTYPES)
 
 
 @dataclass(frozen=True)
@@ -79,7 +83,7 @@ class MatmulResult(TimedRuns):
     @property
     def flops(self) -> int:
         """Floating-point operations of one product, ``2 * size**3``."""
-        return matmul_flops(self.size)
+        return 2 * self.size**3
 
     @property
     def gflops(self) -> float:
@@ -87,21 +91,9 @@ class MatmulResult(TimedRuns):
         return self.flops / self.seconds / 1e9
 
 
-def matmul_flops(size: int) -> int:
-    """Floating-point operations of one ``size x size`` by ``size x size`` product: ``2 * size**3``.
-
-    Chapter 3, *Number formats*.
-    """
-    size = positive(size, "size", integer=True)
-    return 2 * size**3
-
-
-def default_sizes(device: str | torch.device | None = None) -> tuple[int, ...]:
-    """Matrix sizes that time well in a second or so: small on a CPU, large on a GPU.
-
-    Chapter 3, *Number formats*.
-    """
-    return (1024, 4096, 8192) if check_device(device).type == "cuda" else (256, 512, 1024)
+def _default_sizes(device: torch.device) -> tuple[int, ...]:
+    """Matrix sizes that time well in a second or so: small on a CPU, large on a GPU."""
+    return (1024, 4096, 8192) if device.type == "cuda" else (256, 512, 1024)
 
 
 def available_devices() -> list[str]:
@@ -133,58 +125,36 @@ def _check_int8(dev: torch.device, size: int) -> None:
         raise ValueError(f"INT8 products on a GPU need sizes above 16 and a multiple of 8, got {size}")
 
 
-def _run_cases(
-    cases: Sequence[tuple[int, str]],
+def _time_products(
+    shapes: Sequence[tuple[int, int, int, str]],
     dev: torch.device,
     repeats: int,
     min_seconds: float,
-    seed: int,
     progress: bool | None,
-) -> list[MatmulResult]:
-    """Time every (size, dtype) case ``repeats`` times, interleaved (:func:`course_lib.base.timing.interleaved_times`)."""
+) -> tuple[list[list[float]], list[int]]:
+    """Seconds per product of every run of each ``(m, k, n, dtype)`` and the products per run.
+
+    Each case multiplies a seeded (m x k) by a (k x n) matrix; the runs are interleaved across
+    the cases (:func:`course_lib.base.timing.interleaved_times`).
+    """
     calls, numbers = [], []
-    for size, dtype in cases:
-        g = torch.Generator().manual_seed(seed)
+    for m, k, n, dtype in shapes:
+        g = torch.Generator().manual_seed(0)
         if _dtype(dtype) == torch.int8:
-            _check_int8(dev, size)
-            a, b = (torch.randint(-128, 128, (size, size), generator=g, dtype=torch.int8).to(dev)
-                    for _ in range(2))  # fmt: skip
+            _check_int8(dev, min(m, k, n))
+            a = torch.randint(-128, 128, (m, k), generator=g, dtype=torch.int8).to(dev)
+            b = torch.randint(-128, 128, (k, n), generator=g, dtype=torch.int8).to(dev)
             call = functools.partial(torch._int_mm, a, b)
         else:
-            a = torch.randn(size, size, generator=g).to(dev, _dtype(dtype))
-            b = torch.randn(size, size, generator=g).to(dev, _dtype(dtype))
+            a = torch.randn(m, k, generator=g).to(dev, _dtype(dtype))
+            b = torch.randn(k, n, generator=g).to(dev, _dtype(dtype))
             call = functools.partial(torch.matmul, a, b)
         # GPUs are too fast to time one small product: run enough back to back to last min_seconds.
         numbers.append(calls_per_run(call, dev, min_seconds))
         calls.append(call)
     # progress=None (the benchmark script): a bar only on a real terminal, as progress_bar does.
     bar = progress is None or bool(progress)
-    times = interleaved_times(calls, repeats, dev, numbers, bar, f"matmul on {dev.type}")
-    return [MatmulResult(dev.type, dtype.strip().lower(), size, tuple(t), n)
-            for (size, dtype), t, n in zip(cases, times, numbers)]  # fmt: skip
-
-
-def time_matmul(
-    size: int,
-    dtype: str = "fp32",
-    device: str | torch.device | None = None,
-    repeats: int = 5,
-    min_seconds: float = 0.05,
-    seed: int = 0,
-) -> MatmulResult:
-    """Time the product of two seeded ``size x size`` matrices in ``dtype`` (chapter 3): ``repeats`` runs.
-
-    Each run does enough products back to back to last about ``min_seconds``; the result keeps
-    every run's seconds per product (its ``seconds`` is the fastest run's, ``median_seconds`` the
-    median's).
-
-    Chapter 3, *Number formats*.
-    """
-    size = positive(size, "size", integer=True)
-    repeats = positive(repeats, "repeats", integer=True)
-    _dtype(dtype)
-    min_seconds = check_min_seconds(min_seconds)
-    return _run_cases([(size, dtype)], check_device(device), repeats, min_seconds, seed, False)[0]
+    return interleaved_times(calls, repeats, dev, numbers, bar, f"matmul on {dev.type}"), numbers
 
 
 def matmul_benchmark(
@@ -197,17 +167,20 @@ def matmul_benchmark(
 ) -> list[MatmulResult]:
     """Time every size in every dtype on one device (chapter 3), ``repeats`` runs each, interleaved.
 
-    The runs go round all the cases ``repeats`` times (see :func:`time_matmul` for one run), so
-    that other work on the machine slows every case alike; ``progress=None``: a bar in a terminal.
+    Each run does enough products of two seeded ``size x size`` matrices back to back to last
+    about ``min_seconds``; the runs go round all the cases ``repeats`` times, so that other work
+    on the machine slows every case alike. Each result keeps every run's seconds per product
+    (its ``seconds`` is the fastest run's, ``median_seconds`` the median's). ``sizes`` None: a
+    few that time well on the device; ``progress=None``: a bar in a terminal.
 
     Chapter 3, *Number formats*.
     """
     dev = check_device(device)
-    sizes = default_sizes(dev) if sizes is None else sizes
+    sizes = _default_sizes(dev) if sizes is None else sizes
     if isinstance(sizes, (int, str)) or not sizes:
         raise ValueError(f"sizes must be a non-empty list of whole numbers >= 1, got {sizes!r}")
     if isinstance(dtypes, str) or not dtypes:
-        raise ValueError(f"dtypes must be a non-empty list from {', '.join(MATMUL_DTYPES)}, got {dtypes!r}")
+        raise ValueError(f"dtypes must be a non-empty list from {', '.join(_DTYPES)}, got {dtypes!r}")
     for s in sizes:
         positive(s, "size", integer=True)
     for d in dtypes:
@@ -215,7 +188,58 @@ def matmul_benchmark(
     repeats = positive(repeats, "repeats", integer=True)
     min_seconds = check_min_seconds(min_seconds)
     cases = [(s, d) for s in sizes for d in dtypes]
-    return _run_cases(cases, dev, repeats, min_seconds, 0, progress)
+    times, numbers = _time_products([(s, s, s, d) for s, d in cases], dev, repeats, min_seconds, progress)
+    return [MatmulResult(dev.type, d.strip().lower(), s, tuple(t), n)
+            for (s, d), t, n in zip(cases, times, numbers, strict=True)]  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ProductResult(TimedRuns):
+    """One timed product of an (m x k) and a (k x n) matrix: the roofline's operation, every run's seconds.
+
+    ``operation`` holds its FLOPs and least bytes (:func:`course_lib.hardware.roofline.matmul_operation`),
+    ``times`` the seconds per product of each run, ``number`` the products per run.
+
+    Chapter 3, *Number formats*.
+    """
+
+    operation: Operation
+    device: str
+    times: tuple[float, ...]
+    number: int
+
+    @property
+    def flops_per_second(self) -> float:
+        """FLOP/s of the fastest run: where the product sits on this machine's roofline."""
+        return self.operation.flops / self.seconds
+
+
+def time_products(
+    shapes: Mapping[str, tuple[int, int, int]],
+    dtype: str = "fp32",
+    device: str | torch.device | None = None,
+    repeats: int = 5,
+    min_seconds: float = 0.02,
+) -> list[ProductResult]:
+    """Time ``{label: (m, k, n)}`` products of an (m x k) and a (k x n) matrix, runs interleaved.
+
+    Each product is also the roofline's operation of that shape, so a result gives the
+    operation's arithmetic intensity and the FLOP/s it reached: a measured point to set under
+    the machine's roof. ``dtype`` is fp32, bf16 or fp16; runs as in :func:`matmul_benchmark`.
+
+    Chapter 10, *Hardware for LLM training*.
+    """
+    if not isinstance(shapes, Mapping) or not shapes:
+        raise ValueError(f"shapes must be a non-empty {{label: (m, k, n)}}, got {shapes!r}")
+    dtype = choice(dtype, _PRODUCT_DTYPES, "dtype")
+    dev = check_device(device)
+    repeats = positive(repeats, "repeats", integer=True)
+    min_seconds = check_min_seconds(min_seconds)
+    operations = [matmul_operation(m, k, n, dtype, label) for label, (m, k, n) in shapes.items()]
+    cases = [(m, k, n, dtype) for m, k, n in shapes.values()]
+    times, numbers = _time_products(cases, dev, repeats, min_seconds, False)
+    return [ProductResult(op, dev.type, tuple(t), n)
+            for op, t, n in zip(operations, times, numbers, strict=True)]  # fmt: skip
 
 
 def speedups(results: Sequence[MatmulResult], baseline: str = "fp32") -> dict[tuple[str, int, str], float]:
@@ -233,7 +257,7 @@ def peak_result(results: Sequence[MatmulResult], dtype: str = "fp32") -> MatmulR
 
     Chapter 10, *Hardware for LLM training*.
     """
-    dtype = choice(dtype, MATMUL_DTYPES, "dtype")
+    dtype = choice(dtype, _DTYPES, "dtype")
     found = [r for r in results if r.dtype == dtype]
     if not found:
         have = sorted({r.dtype for r in results}) or ["none"]
@@ -266,11 +290,8 @@ def matmul_table(results: Sequence[MatmulResult], baseline: str = "fp32") -> Tab
     return Table(headers, rows, title=title)
 
 
-def cpu_features() -> dict[str, bool]:
-    """Which of :data:`CPU_FEATURES` the CPU announces (Linux /proc/cpuinfo); empty where that cannot be read.
-
-    Chapter 3, *Number formats*.
-    """
+def _cpu_features() -> dict[str, bool]:
+    """Which of :data:`_CPU_FEATURES` the CPU announces (Linux /proc/cpuinfo); empty where that cannot be read."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             text = f.read()
@@ -281,14 +302,11 @@ def cpu_features() -> dict[str, bool]:
         key, _, value = line.partition(":")
         if key.strip() in ("flags", "Features"):
             flags.update(value.split())
-    return {name: name in flags for name in CPU_FEATURES} if flags else {}
+    return {name: name in flags for name in _CPU_FEATURES} if flags else {}
 
 
-def cpu_name() -> str:
-    """The CPU's model name (from /proc/cpuinfo on Linux, else the platform's description).
-
-    Chapter 3, *Number formats*.
-    """
+def _cpu_name() -> str:
+    """The CPU's model name (from /proc/cpuinfo on Linux, else the platform's description)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:
@@ -305,10 +323,10 @@ def describe_machine() -> list[str]:
     Chapter 3, *Number formats*.
     """
     lines = [
-        f"CPU: {cpu_name()}, {os.cpu_count()} logical cores, torch uses {torch.get_num_threads()} threads",
+        f"CPU: {_cpu_name()}, {os.cpu_count()} logical cores, torch uses {torch.get_num_threads()} threads",
         f"torch CPU kernels: {torch.backends.cpu.get_cpu_capability()}",
     ]
-    found = [name for name, present in cpu_features().items() if present]
+    found = [name for name, present in _cpu_features().items() if present]
     if found:
         lines.append("low-precision CPU features: " + ", ".join(found))
     if torch.cuda.is_available():

@@ -16,35 +16,25 @@ are kept apart here and the dense ones are what training and decoding use.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from course_lib.base import dtypes
 from course_lib.base.checks import choice, positive
-from course_lib.base.tables import Table
-
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
 
 __all__ = [
-    "Accelerator", "DATASHEETS", "DTYPES", "Operation", "Roof", "attainable", "block_operations",
-    "bytes_per_element", "check_utilisation", "matmul_operation", "operations_table", "plot_roofline", "ridge_point",
-    "roof_of", "time_to_train", "training_flops",
+    "Accelerator", "DATASHEETS", "Operation", "Roof", "attainable", "block_operations", "check_utilisation",
+    "matmul_operation", "roof_of", "time_to_train", "training_flops",
 ]  # fmt: skip
 
 #: The dtypes the roofline knows: those of the datasheets. TF32 is a tensor-core mode whose
 #: numbers are stored as FP32, so it moves FP32's bytes.
-DTYPES: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+_DTYPES: tuple[str, ...] = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 
 
-def bytes_per_element(dtype: str) -> float:
-    """Bytes that one element of ``dtype`` occupies in memory (fp32 and tf32 4, bf16/fp16 2, fp8/int8 1).
-
-    Chapter 10, *Hardware for LLM training*.
-    """
-    dtype = choice(dtype, DTYPES, "dtype")
-    return dtypes.BYTES[dtype]
+def _element_bytes(dtype: str) -> float:
+    """Bytes that one element of ``dtype`` occupies in memory (fp32 and tf32 4, bf16/fp16 2, fp8/int8 1)."""
+    return dtypes.BYTES[choice(dtype, _DTYPES, "dtype")]
 
 
 @dataclass(frozen=True)
@@ -65,7 +55,7 @@ class Roof:
     @property
     def ridge(self) -> float:
         """The arithmetic intensity (FLOP/byte) where the machine turns from memory- to compute-bound."""
-        return ridge_point(self.peak, self.bandwidth)
+        return self.peak / self.bandwidth
 
 
 @dataclass(frozen=True)
@@ -92,7 +82,7 @@ class Accelerator:
 
     def roof(self, dtype: str = "bf16") -> Roof:
         """This GPU's roof for the dense peak of ``dtype``."""
-        dtype = choice(dtype, DTYPES, "dtype")
+        dtype = choice(dtype, _DTYPES, "dtype")
         if dtype not in self.dense:
             raise ValueError(f"{self.name} has no published {dtype} figure; "
                              f"choose one of {', '.join(self.dense)}")
@@ -142,14 +132,6 @@ def roof_of(name: str, dtype: str = "bf16") -> Roof:
     return DATASHEETS[name].roof(dtype)
 
 
-def ridge_point(peak: float, bandwidth: float) -> float:
-    """The ridge point ``peak / bandwidth`` in FLOP per byte.
-
-    Chapter 10, *Hardware for LLM training*.
-    """
-    return positive(peak, "peak (FLOP/s)") / positive(bandwidth, "bandwidth (bytes/s)")
-
-
 def attainable(intensity: float, roof: Roof) -> float:
     """The fastest an operation of ``intensity`` FLOP/byte can run: ``min(peak, bandwidth * intensity)``.
 
@@ -191,7 +173,7 @@ def matmul_operation(m: int, k: int, n: int, dtype: str = "bf16", name: str = ""
     """
     for value, what in ((m, "m"), (k, "k"), (n, "n"), (batch, "batch")):
         positive(value, what, integer=True)
-    e = bytes_per_element(dtype)
+    e = _element_bytes(dtype)
     return Operation(name or f"({m} x {k}) @ ({k} x {n})", 2.0 * batch * m * k * n,
                      float(batch * (m * k + k * n + m * n) * e))
 
@@ -218,7 +200,7 @@ def block_operations(hidden: int = 768, heads: int = 12, seq: int = 1024, batch:
     if hidden % heads:
         raise ValueError(f"hidden ({hidden}) must be a multiple of heads ({heads})")
     mode = choice(mode, ("decode", "train"), "mode")
-    e, dh = bytes_per_element(dtype), hidden // heads
+    e, dh = _element_bytes(dtype), hidden // heads
     tokens, queries = (batch, 1) if mode == "decode" else (batch * seq, seq)
     bh = batch * heads
     return [
@@ -231,20 +213,6 @@ def block_operations(hidden: int = 768, heads: int = 12, seq: int = 1024, batch:
         matmul_operation(tokens, hidden, 4 * hidden, dtype, "MLP up"),
         matmul_operation(tokens, 4 * hidden, hidden, dtype, "MLP down"),
     ]
-
-
-def operations_table(operations: Sequence[Operation], roofs: Sequence[Roof]) -> Table:
-    """Per operation: GFLOPs, MB moved, intensity, and on each roof whether it is memory- or compute-bound.
-
-    Chapter 10, *Hardware for LLM training*.
-    """
-    if not operations or not roofs:
-        raise ValueError("operations_table() needs at least one operation and one roof")
-    rows = [[op.name, f"{op.flops / 1e9:,.3f}", f"{op.bytes / 1e6:,.2f}", f"{op.intensity:,.1f}",
-             *[op.bound(r) for r in roofs]] for op in operations]  # fmt: skip
-    return Table(["operation", "GFLOP", "MB moved (least)", "FLOP/byte",
-                  *[f"{r.name}: ridge {r.ridge:,.0f}" for r in roofs]], rows,
-                 title="arithmetic intensity against each machine's ridge point (FLOP/byte)")
 
 
 def training_flops(n_params: float, tokens: float) -> float:
@@ -280,48 +248,3 @@ def time_to_train(n_params: float, tokens: float, flops_per_second: float,
     devices = positive(devices, "devices", integer=True)
     return training_flops(n_params, tokens) / (positive(flops_per_second, "flops_per_second")
                                                 * utilisation * devices)
-
-
-def plot_roofline(roofs: Sequence[Roof], operations: Sequence[Operation] = (),
-                  measured: Sequence[tuple[str, float, float]] = (), roof_for_ops: int = 0,
-                  title: str = "Roofline") -> Figure:
-    """Log-log roofline: each roof, the operations at their intensity, and measured points.
-
-    Operations are drawn on the roof at index ``roof_for_ops`` (at the speed that roof allows);
-    ``measured`` holds ``(label, intensity, FLOP/s)`` triples timed on this machine.
-
-    Chapter 10, *Hardware for LLM training*.
-    """
-    import matplotlib.pyplot as plt
-
-    from course_lib.base.plots import use_course_style
-
-    if not roofs:
-        raise ValueError("plot_roofline() needs at least one roof")
-    use_course_style()
-    fig, ax = plt.subplots(figsize=(8, 5))
-    intensities = [op.intensity for op in operations] + [m[1] for m in measured]
-    ridges = [r.ridge for r in roofs]
-    lo = min([0.1, *intensities]) / 2
-    hi = max([*ridges, *intensities]) * 8
-    xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
-    for roof in roofs:
-        ax.plot(xs, [attainable(x, roof) for x in xs], label=f"{roof.name}: ridge {roof.ridge:,.0f}")
-    if operations:
-        roof = roofs[roof_for_ops]
-        for i, op in enumerate(operations):
-            ax.scatter(op.intensity, attainable(op.intensity, roof), marker="o", zorder=3,
-                       color=f"C{(i + len(roofs)) % 10}", label=f"{op.name} ({op.intensity:,.1f})")
-    for label, intensity, flops in measured:
-        ax.scatter(intensity, flops, marker="x", s=60, zorder=4, color="black")
-        ax.annotate(label, (intensity, flops), textcoords="offset points", xytext=(4, -12),
-                    fontsize=8)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
-    ax.set_ylabel("attainable FLOP/s")
-    ax.set_title(title)
-    ax.legend(fontsize=7, loc="lower right")
-    ax.grid(True, which="major", alpha=0.3)
-    fig.tight_layout()
-    return fig

@@ -13,8 +13,8 @@ bytes per second.
 The *working set* of a case is the bytes of all the arrays its kernel touches. While it fits in a
 cache (L1, L2, L3 on a CPU, L2 on a GPU) the kernel runs at that cache's speed; beyond the last
 level, at the speed of DRAM (or a GPU's HBM), which is the bandwidth a roofline needs
-(:func:`peak_bandwidth`). :func:`cache_sizes` reads the CPU's cache sizes from Linux and
-:func:`plot_bandwidth` marks them on the curve.
+(:func:`peak_bandwidth`). :func:`cache_sizes` reads the CPU's cache sizes from Linux, and
+chapter 10's plot of bandwidth against working set marks them on the curve.
 
 Two details make a torch measurement of small working sets honest. Every torch operation costs
 about a microsecond of dispatch (a GPU launch several), longer than a 16 KiB array takes to stream
@@ -33,10 +33,10 @@ the CPU's memory to a GPU, from ordinary (pageable) and from pinned memory.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -45,13 +45,9 @@ from course_lib.base.checks import choice, positive
 from course_lib.base.tables import Table
 from course_lib.base.timing import TimedRuns, calls_per_run, check_device, check_min_seconds, interleaved_times
 
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
-
 __all__ = [
-    "KERNELS", "SCALAR", "STREAM_DTYPES", "BandwidthResult", "StreamKernel", "bandwidth_table", "cache_sizes",
-    "default_working_sets", "host_to_device", "measure_bandwidth", "peak_bandwidth", "plot_bandwidth",
-    "stream_kernel",
+    "KERNELS", "SCALAR", "BandwidthResult", "StreamKernel", "bandwidth_table", "bytes_label", "cache_sizes",
+    "host_to_device", "last_level_cache", "measure_bandwidth", "peak_bandwidth",
 ]  # fmt: skip
 
 #: STREAM's kernels and the arrays each touches per element: bytes moved = arrays x n x element size.
@@ -63,7 +59,7 @@ KERNELS: dict[str, int] = {"copy": 2, "scale": 2, "add": 3, "triad": 3}
 SCALAR: float = 3.0
 
 #: The element types the kernels run in, by the course's names (:mod:`course_lib.base.dtypes`).
-STREAM_DTYPES: tuple[str, ...] = ("fp32", "fp64", "fp16", "bf16")
+_DTYPES: tuple[str, ...] = ("fp32", "fp64", "fp16", "bf16")
 
 _SYSFS_CACHE = "/sys/devices/system/cpu/cpu0/cache"
 #: Bytes between the windows of a multi-pass call: a cache line, so every window starts aligned.
@@ -78,24 +74,27 @@ _KIB, _MIB, _GIB = 2**10, 2**20, 2**30
 
 def _dtype(dtype: Any) -> torch.dtype:
     if isinstance(dtype, torch.dtype):
-        by_torch = {dtypes.TORCH[name]: name for name in STREAM_DTYPES}
+        by_torch = {dtypes.TORCH[name]: name for name in _DTYPES}
         if dtype not in by_torch:
-            raise ValueError(f"unknown dtype {dtype}; valid values: {', '.join(STREAM_DTYPES)} "
+            raise ValueError(f"unknown dtype {dtype}; valid values: {', '.join(_DTYPES)} "
                              "or their torch dtypes")
         return dtype
-    return dtypes.torch_dtype(dtype, STREAM_DTYPES)
+    return dtypes.torch_dtype(dtype, _DTYPES)
 
 
 def _dtype_name(dtype: torch.dtype) -> str:
-    return next(name for name in STREAM_DTYPES if dtypes.TORCH[name] == dtype)
+    return next(name for name in _DTYPES if dtypes.TORCH[name] == dtype)
 
 
 def _kernel(name: Any) -> str:
     return choice(name, KERNELS, "kernel")
 
 
-def _human(n: float) -> str:
-    """Bytes as a short label: 16 KiB, 1.5 MiB, 1 GiB (binary units, as cache sizes are given)."""
+def bytes_label(n: float) -> str:
+    """Bytes as a short label: 16 KiB, 1.5 MiB, 1 GiB (binary units, as cache sizes are given).
+
+    Chapter 10, *Hardware for LLM training*.
+    """
     for unit, size in (("GiB", _GIB), ("MiB", _MIB), ("KiB", _KIB)):
         if n >= 0.999 * size:
             value = n / size
@@ -134,6 +133,13 @@ class BandwidthResult(TimedRuns):
     def median_gb_per_s(self) -> float:
         """Bandwidth of the median run in GB/s."""
         return self.bytes_moved / self.median_seconds / 1e9
+
+    @property
+    def device_label(self) -> str:
+        """The device, with the CPU threads that ran the case: "cpu, 1 thread", "cuda"."""
+        if self.threads is None:
+            return self.device
+        return f"{self.device}, {self.threads} thread{'s' if self.threads > 1 else ''}"
 
 
 def _seeded(n: int, seed: int, dtype: torch.dtype, dev: torch.device) -> torch.Tensor:
@@ -195,9 +201,10 @@ class StreamKernel:
     runs the kernel over that many overlapping windows of the arrays (see the module's text); with
     ``regions > 1`` the arrays are split into that many parts, one per CPU thread, each with its
     own windows, so that no two threads write the same cache line. :meth:`verify` checks ``a``
-    after a call against STREAM's definition. ``buffers``: 1-D tensors to take the arrays from
-    (the first ``n_elements`` of each) instead of allocating seeded ones, as
-    :func:`measure_bandwidth` shares them between the kernels of one working set.
+    after a call against STREAM's definition; :attr:`bytes_moved` and :attr:`working_set` give
+    STREAM's counts. ``dtype``: a torch dtype or fp32, fp64, fp16, bf16. The arrays are seeded
+    small integers; ``buffers``: 1-D tensors to take them from (the first ``n_elements`` of
+    each) instead, as :func:`measure_bandwidth` shares them between the kernels of one working set.
 
     Chapter 10, *Hardware for LLM training*.
     """
@@ -269,36 +276,13 @@ class StreamKernel:
         return bool(torch.equal(self.a.double(), want))
 
 
-def stream_kernel(
-    kernel: str,
-    n_elements: int,
-    device: str | torch.device | None = None,
-    dtype: torch.dtype | str = torch.float32,
-    passes: int = 1,
-    regions: int = 1,
-    seed: int = 0,
-) -> StreamKernel:
-    """Allocate seeded arrays of ``n_elements`` on ``device`` and return a call that runs ``kernel`` once.
-
-    The call (a :class:`StreamKernel`) allocates nothing; its ``a``, ``b``, ``c`` and ``scalar``
-    are the arrays and ``s``, its ``verify()`` checks the output against STREAM's definition, and
-    its ``bytes_moved`` and ``working_set`` give STREAM's counts. ``dtype`` is a torch dtype or one
-    of :data:`STREAM_DTYPES`.
-
-    Chapter 10, *Hardware for LLM training*.
-    """
-    return StreamKernel(kernel, n_elements, device, dtype, passes, regions, seed)
-
-
-def default_working_sets(device: str | torch.device | None = None) -> tuple[int, ...]:
+def _default_working_sets(device: torch.device) -> tuple[int, ...]:
     """Working sets (bytes of all arrays) from inside the first cache to far beyond the last, powers of 4.
 
     On a CPU 16 KiB (inside any L1) to 256 MiB (beyond any L3 of one socket's share), eight sizes;
     on a GPU 1 MiB to 1 GiB (an H100's L2 holds 50 MB).
-
-    Chapter 10, *Hardware for LLM training*.
     """
-    if check_device(device).type == "cuda":
+    if device.type == "cuda":
         return tuple(_MIB * 4**k for k in range(6))
     return tuple(16 * _KIB * 4**k for k in range(8))
 
@@ -325,11 +309,11 @@ def _check_memory(sizes: Sequence[int], allocated: int, dev: torch.device, what:
     where = "GPU memory" if dev.type == "cuda" else "free RAM (MemAvailable)"
     biggest = max(sizes)
     if biggest > free / 2:
-        raise ValueError(f"a {what} of {_human(biggest)} is over half of the {where}, {_human(free)}; "
-                         f"pass a smaller one, at most {_human(free // 2)}")
+        raise ValueError(f"a {what} of {bytes_label(biggest)} is over half of the {where}, {bytes_label(free)}; "
+                         f"pass a smaller one, at most {bytes_label(free // 2)}")
     if allocated > free / 2:
-        raise ValueError(f"the arrays take {_human(allocated)} together (all are kept, to interleave the "
-                         f"runs), over half of the {where}, {_human(free)}; pass fewer or smaller {what}s")
+        raise ValueError(f"the arrays take {bytes_label(allocated)} together (all are kept, to interleave the "
+                         f"runs), over half of the {where}, {bytes_label(free)}; pass fewer or smaller {what}s")
 
 
 def _sizes(values: Any, what: str) -> list[int]:
@@ -367,7 +351,7 @@ def measure_bandwidth(
         raise ValueError(f"kernels must be a kernel name or a non-empty list of them from "
                          f"{', '.join(KERNELS)}, got {kernels!r}")
     names = [_kernel(k) for k in names]
-    sets = _sizes(default_working_sets(dev) if working_sets is None else working_sets, "working set")
+    sets = _sizes(_default_working_sets(dev) if working_sets is None else working_sets, "working set")
     torch_dtype = _dtype(dtype)
     repeats = positive(repeats, "repeats", integer=True)
     min_seconds = check_min_seconds(min_seconds)
@@ -497,12 +481,6 @@ def host_to_device(
             for size, t, number in zip(sizes, times, numbers, strict=True)]  # fmt: skip
 
 
-def _device_label(r: BandwidthResult) -> str:
-    if r.threads is None:
-        return r.device
-    return f"{r.device}, {r.threads} thread{'s' if r.threads > 1 else ''}"
-
-
 def bandwidth_table(results: Sequence[BandwidthResult]) -> Table:
     """Per result: device, kernel, dtype, working set, GB/s of the fastest and of the median run, the spread.
 
@@ -510,7 +488,7 @@ def bandwidth_table(results: Sequence[BandwidthResult]) -> Table:
     """
     if isinstance(results, BandwidthResult) or not results:
         raise ValueError("bandwidth_table() needs a list of results (from measure_bandwidth())")
-    rows = [[_device_label(r), r.kernel, r.dtype, _human(r.working_set), f"{r.gb_per_s:,.1f}",
+    rows = [[r.device_label, r.kernel, r.dtype, bytes_label(r.working_set), f"{r.gb_per_s:,.1f}",
              f"{r.median_gb_per_s:,.1f}", f"+{r.spread:.0%}"] for r in results]  # fmt: skip
     runs = sorted({r.repeats for r in results})
     title = (("one run per row" if runs == [1]
@@ -521,8 +499,13 @@ def bandwidth_table(results: Sequence[BandwidthResult]) -> Table:
     return Table(headers, rows, title=title)
 
 
-def _last_level_cache(device: str) -> int | None:
-    """Bytes of the last cache before DRAM: the CPU's largest (sysfs) or the GPU's L2; None if unknown."""
+def last_level_cache(device: str) -> int | None:
+    """Bytes of the last cache before DRAM on ``"cpu"`` or ``"cuda"``: the CPU's largest, the GPU's L2.
+
+    None where unknown (no sysfs, no GPU).
+
+    Chapter 10, *Hardware for LLM training*.
+    """
     if device == "cuda":
         if not torch.cuda.is_available():
             return None
@@ -552,67 +535,9 @@ def peak_bandwidth(results: Sequence[BandwidthResult], kernel: str = "triad") ->
     if len(devices) > 1:
         raise ValueError(f"the results come from several devices ({', '.join(devices)}); "
                          "pass one device's results")
-    llc = _last_level_cache(devices[0])
+    llc = last_level_cache(devices[0])
     beyond = [r for r in found if llc is not None and r.working_set >= _DRAM_FACTOR * llc]
     if not beyond:
         largest = max(r.working_set for r in found)
         beyond = [r for r in found if r.working_set == largest]
     return max(beyond, key=lambda r: r.gb_per_s)
-
-
-def plot_bandwidth(results: Sequence[BandwidthResult], caches: Mapping[str, int] | None = None) -> Figure:
-    """GB/s of the fastest run against working set (log scale), one line per kernel, the caches marked.
-
-    ``caches`` maps a name to bytes, drawn as dashed vertical lines; by default the CPU's
-    (:func:`cache_sizes`) for CPU results and the GPU's L2 for GPU results.
-
-    Chapter 10, *Hardware for LLM training*.
-    """
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import FixedLocator, NullLocator
-
-    from course_lib.base import plots
-
-    if isinstance(results, BandwidthResult) or not results:
-        raise ValueError("plot_bandwidth() needs a list of results (from measure_bandwidth())")
-    devices = list(dict.fromkeys(r.device for r in results))
-    if caches is None:
-        if devices == ["cuda"]:
-            l2 = _last_level_cache("cuda")
-            caches = {"L2": l2} if l2 else {}
-        else:
-            caches = cache_sizes()
-    for name, size in caches.items():
-        positive(size, f"cache size of {name}", integer=True)
-    plots.use_course_style()
-    fig, ax = plt.subplots()
-    lines: dict[tuple[str, str], list[BandwidthResult]] = {}
-    for r in results:
-        lines.setdefault((r.device, r.kernel), []).append(r)
-    for (device, kernel), rs in lines.items():
-        rs = sorted(rs, key=lambda r: r.working_set)
-        label = kernel if len(devices) == 1 else f"{kernel} ({device})"
-        ax.plot([r.working_set for r in rs], [r.gb_per_s for r in rs], marker="o", label=label)
-    ax.set_xscale("log", base=2)
-    xs = [r.working_set for r in results] + list(caches.values())
-    low, high = min(xs) / 1.5, max(xs) * 1.5
-    ax.set_xlim(low, high)
-    for name, size in caches.items():
-        ax.axvline(size, color="grey", ls="--", lw=1)
-        ax.text(size, 0.98, f" {name} {_human(size)}", transform=ax.get_xaxis_transform(), rotation=90,
-                va="top", ha="right", fontsize=9, color="grey")
-    powers = [2**k for k in range(math.ceil(math.log2(low)), math.floor(math.log2(high)) + 1)]
-    step = max(1, math.ceil(len(powers) / 10))
-    ticks = powers[::step]
-    ax.xaxis.set_major_locator(FixedLocator(ticks))
-    ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_xticklabels([_human(t) for t in ticks], rotation=30)
-    ax.set_ylim(bottom=0)
-    ax.set_xlabel("working set: bytes of all arrays (log scale)")
-    ax.set_ylabel("bandwidth (GB/s, fastest run)")
-    runs = max(r.repeats for r in results)
-    where = " and ".join(dict.fromkeys(_device_label(r) for r in results))
-    ax.set_title(f"Memory bandwidth (STREAM) on {where}: fastest of {runs} runs")
-    ax.legend(title="kernel", fontsize=9)
-    fig.tight_layout()
-    return fig

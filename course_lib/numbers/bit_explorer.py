@@ -32,7 +32,8 @@ Python arguments (an unknown format, ``saturate`` not a bool), which are the lib
 
 :func:`compare_formats` puts one number in every format side by side (a table computed in Python
 with :mod:`course_lib.numbers.formats`); :func:`store` is one row of it, optionally with a scale factor
-(block quantization); :func:`number_lines` draws the representable numbers around the value.
+(block quantization); :func:`neighbours` lists the representable numbers around the value
+(chapter 4 draws them on number lines, :func:`course_lib.chapters.ch04.number_lines`).
 """
 
 from __future__ import annotations
@@ -45,19 +46,16 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from course_lib.base.tables import Table
-from course_lib.numbers import formats, i18n
-
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
+from course_lib.numbers import format_specs, formats, i18n
 
 __all__ = [
     "EXPLORER_FORMATS", "HINT", "TypedValue", "parse_value", "BitExplorer", "bit_explorer",
-    "Stored", "store", "FormatComparison", "compare_formats", "neighbours", "number_lines", "codec_js",
+    "Stored", "store", "FormatComparison", "compare_formats", "neighbours", "codec_js",
 ]  # fmt: skip
 
 ASSETS = Path(__file__).resolve().parent / "assets"
@@ -88,10 +86,10 @@ def _css() -> str:
     return (ASSETS / "bit_explorer.css").read_text(encoding="utf-8")
 
 
-def _explorer_format(fmt: str | formats.FloatFormat | formats.IntFormat) -> formats.FloatFormat | formats.IntFormat:
+def _explorer_format(fmt: str | format_specs.FloatFormat | format_specs.IntFormat) -> format_specs.FloatFormat | format_specs.IntFormat:
     """Look a format up and check that the explorer can show it (at most 32 bits)."""
     try:
-        f = formats.get_format(fmt)
+        f = format_specs.get_format(fmt)
     except ValueError as err:
         offered = ", ".join(EXPLORER_FORMATS)
         raise ValueError(f"{err}. The explorer's selector offers {offered} and custom eXmY.") from None
@@ -126,7 +124,7 @@ class TypedValue:
 
 
 def parse_value(
-    text: str | float, fmt: str | formats.FloatFormat | formats.IntFormat = "fp16", *, language: str = "en"
+    text: str | float, fmt: str | format_specs.FloatFormat | format_specs.IntFormat = "fp16", *, language: str = "en"
 ) -> TypedValue:
     """Read a typed value the way the explorer's text box does: numbers, pi, e, inf, nan, 2^k, or bits.
 
@@ -174,7 +172,7 @@ def parse_value(
     return TypedValue(raw, math.copysign(value, sign) if math.isnan(value) else sign * value)
 
 
-def _encode_typed(typed: TypedValue, fmt: formats.FloatFormat | formats.IntFormat, saturate: bool) -> int:
+def _encode_typed(typed: TypedValue, fmt: format_specs.FloatFormat | format_specs.IntFormat, saturate: bool) -> int:
     if typed.pattern is not None:
         return typed.pattern
     return int(formats.encode(typed.value, fmt, saturate=saturate))
@@ -205,7 +203,7 @@ class BitExplorer:
     Chapter 3, *Number formats*.
     """
 
-    def __init__(self, value: str | float = "pi", fmt: str | formats.FloatFormat | formats.IntFormat = "fp16",
+    def __init__(self, value: str | float = "pi", fmt: str | format_specs.FloatFormat | format_specs.IntFormat = "fp16",
                  saturate: bool = False, language: str = "en") -> None:  # fmt: skip
         self.language = i18n.check_language(language)
         if not isinstance(saturate, bool):
@@ -218,7 +216,7 @@ class BitExplorer:
 
     def _spec(self) -> dict:
         f = self.format
-        if isinstance(f, formats.IntFormat):
+        if isinstance(f, format_specs.IntFormat):
             return {"kind": "int", "name": f.name, "bits": f.bits, "signed": f.signed}
         return {"kind": "float", "name": f.name, "e": f.exponent_bits, "m": f.mantissa_bits, "bias": f.bias,
                 "nan": f.nan_encoding}  # fmt: skip
@@ -295,7 +293,7 @@ class Stored:
     """
 
     label: str
-    format: formats.FloatFormat | formats.IntFormat
+    format: format_specs.FloatFormat | format_specs.IntFormat
     typed: TypedValue
     bits: int
     value: float
@@ -340,7 +338,7 @@ class Stored:
 
 def store(
     value: str | float,
-    fmt: str | formats.FloatFormat | formats.IntFormat,
+    fmt: str | format_specs.FloatFormat | format_specs.IntFormat,
     *,
     scale: float | None = None,
     block_size: int | None = None,
@@ -353,7 +351,7 @@ def store(
     (symmetric block quantization: ``scale = absmax / 127`` for INT8); ``block_size`` values share
     one FP32 scale, so each pays ``32 / block_size`` extra bits.
 
-    Chapter 3, *Number formats*.
+    Chapter 4, *Quantizing π*.
     """
     fmt = _explorer_format(fmt)
     typed = parse_value(value, fmt)
@@ -422,7 +420,7 @@ class FormatComparison:
         rows = []
         for r in self.rows:
             parts = r.binary.split(" ")
-            if isinstance(r.format, formats.IntFormat):
+            if isinstance(r.format, format_specs.IntFormat):
                 coloured = f'<span style="color:{colours["int"]}">{parts[0]}</span>'
             else:
                 coloured = " ".join(
@@ -463,7 +461,7 @@ def compare_formats(
 
 
 # --------------------------------------------------------------------------------------------
-# Number lines: the representable values around a number
+# The representable values around a number
 # --------------------------------------------------------------------------------------------
 
 
@@ -478,7 +476,7 @@ def neighbours(row: Stored, count: int = 4) -> np.ndarray:
     code = float(row.code)
     if not math.isfinite(code):
         return np.array([])
-    if isinstance(fmt, formats.IntFormat):
+    if isinstance(fmt, format_specs.IntFormat):
         codes = np.arange(max(fmt.min, code - count), min(fmt.max, code + count) + 1, dtype=np.float64)
         return codes * scale
     below, above, v = [], [], code
@@ -494,60 +492,3 @@ def neighbours(row: Stored, count: int = 4) -> np.ndarray:
             break
         above.append(v)
     return np.array(below[::-1] + [code] + above) * scale
-
-
-def number_lines(rows: Sequence[Stored], count: int = 4) -> Figure:
-    """Draw, for each stored value, the representable numbers around it on its own zoomed number line.
-
-    Chapter 3, *Number formats*.
-    """
-    import matplotlib.pyplot as plt
-
-    from course_lib.base.plots import use_course_style
-
-    if not rows:
-        raise ValueError("number_lines() needs at least one stored value; use store(value, fmt)")
-    use_course_style()
-    fig, axes = plt.subplots(len(rows), 1, figsize=(10, 1.15 * len(rows) + 0.8), squeeze=False)
-    for ax, row in zip(axes[:, 0], rows):
-        grid = neighbours(row, count)
-        x = row.typed.value
-        ax.vlines(grid, 0, 1, color="#7f7f7f", lw=1.5)
-        ax.vlines([row.value], 0, 1, color="#1f6fb2", lw=4, label="stored value")
-        ax.axvline(x, color="#c0392b", ls="--", lw=1.5, label=row.typed.label)
-        span = grid.max() - grid.min() if grid.size > 1 else 1.0
-        ax.set_xlim(grid.min() - 0.05 * span, grid.max() + 0.05 * span)
-        ax.set_ylim(0, 1)
-        ax.set_yticks([])
-        ax.grid(False)
-        ax.spines["left"].set_visible(False)
-        ax.set_ylabel(row.label, rotation=0, ha="right", va="center")
-        ax.text(1.01, 0.5, f"ULP {_g(_spacing(row))}\nerror {_g(row.abs_error)}", transform=ax.transAxes,
-                va="center", fontsize=9)  # fmt: skip
-        ax.set_xticks(grid, _tick_labels(grid))
-        ax.tick_params(axis="x", labelsize=7.5)
-    axes[0, 0].set_title(f"Representable numbers around {rows[0].typed.label}, each line zoomed to its own spacing")
-    axes[-1, 0].set_xlabel("value")
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
-    fig.legend(handles, labels, loc="lower center", ncol=2, frameon=False, fontsize=9)
-    return fig
-
-
-def _tick_labels(grid: np.ndarray) -> list[str]:
-    """Exact labels when they are short (3.25, 3.138671875), else the fewest digits that tell them apart."""
-    exact = [np.format_float_positional(float(v), trim="-") for v in grid]
-    if max(len(label) for label in exact) <= 11:
-        return exact
-    for digits in range(2, 18):
-        labels = [f"{v:.{digits}g}" for v in grid]
-        if len(set(labels)) == len(labels):
-            return labels
-    return [repr(float(v)) for v in grid]
-
-
-def _spacing(row: Stored) -> float:
-    """The gap between the stored value and its neighbours in its binade (the ULP), times the scale."""
-    if isinstance(row.format, formats.IntFormat):
-        return row.scale or 1.0
-    return formats.ulp(float(row.code), row.format) * (row.scale or 1.0)

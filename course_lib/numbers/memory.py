@@ -12,7 +12,8 @@ Chapter 2 (*The memory wall*) teaches it. The estimate follows the published acc
   element size (see :func:`activation_bytes_per_layer`).
 
 Every figure is in bytes; :func:`gb` turns bytes into decimal gigabytes (10**9 bytes), the unit
-the lecture notes use ("4 GB for 1B parameters").
+the lecture notes use ("4 GB for 1B parameters"). :mod:`course_lib.numbers.memory_meter` measures
+the same components on a real model, with :func:`tensor_bytes` here.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ GIB = 2**30
 
 #: Bytes one stored value takes, per data type name the estimator accepts (from the one dtype table).
 BYTES_PER_DTYPE: dict[str, float] = {name: dtypes.BYTES[name] for name in ("fp32", "fp16", "bf16", "fp8", "int8", "int4")}
+
 
 @dataclass(frozen=True)
 class Precision:
@@ -433,7 +435,7 @@ def gpus_to_train(
 
 
 # ----------------------------------------------------------------------------------------------
-# Measurement on a real model
+# Bytes of real tensors and models
 # ----------------------------------------------------------------------------------------------
 
 
@@ -455,7 +457,6 @@ def tensor_bytes(tensors: Iterable[torch.Tensor]) -> int:
     return sum(seen.values())
 
 
-
 def model_state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, int]:
     """Bytes this process holds of a model's parameters, gradients and optimizer states.
 
@@ -472,119 +473,12 @@ def model_state_bytes(model: torch.nn.Module, optimizer: torch.optim.Optimizer) 
             "optimizer states": tensor_bytes(states)}
 
 
-class SavedTensorMeter:
-    """Counts the bytes autograd saves for backward, using ``torch.autograd.graph.saved_tensors_hooks``.
-
-    Storages already owned by parameters (a weight saved by a matmul) are not activations and are
-    left out; each storage counts once however many times it is saved.
-
-    Chapter 2, *The memory wall*.
-    """
-
-    def __init__(self, exclude: Iterable[torch.Tensor] = ()) -> None:
-        self._exclude = {p.untyped_storage().data_ptr() for p in exclude}
-        self.storages: dict[int, int] = {}
-
-    def _pack(self, t: torch.Tensor) -> torch.Tensor:
-        storage = t.untyped_storage()
-        ptr = storage.data_ptr()
-        if ptr not in self._exclude:
-            self.storages[ptr] = storage.nbytes()
-        return t
-
-    @staticmethod
-    def _unpack(t: torch.Tensor) -> torch.Tensor:
-        return t
-
-    def __enter__(self) -> "SavedTensorMeter":
-        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
-        self._hooks.__enter__()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._hooks.__exit__(*exc)
-
-    @property
-    def total(self) -> int:
-        """Bytes of all distinct saved storages."""
-        return sum(self.storages.values())
-
-
-@dataclass
-class Measurement:
-    """Bytes measured on a real model after one full training step.
-
-    Chapter 2, *The memory wall*.
-    """
-
-    n_params: int
-    weights: int
-    gradients: int
-    optimizer_states: int
-    activations: int
-    cuda_peak: int | None = None
-
-
 def dropout_mask_bytes(device: torch.device | str, bytes_per_element: float) -> float:
     """Bytes per element of the masks dropout saves: 1 (bool) on CUDA, the data's own size on a CPU.
 
     Chapter 2, *The memory wall*.
     """
     return 1 if torch.device(device).type == "cuda" else bytes_per_element
-
-
-def measure_training_step(model: torch.nn.Module, batch: int, seq_len: int, seed: int = 0) -> Measurement:
-    """Run one Adam training step on random tokens and measure every kind of memory byte by byte.
-
-    Chapter 2, *The memory wall*.
-    """
-    _positive(batch, "batch size")
-    _positive(seq_len, "sequence length")
-    device = next(model.parameters()).device
-    params = list(model.parameters())
-    vocab = model.config.vocab_size
-    gen = torch.Generator().manual_seed(seed)
-    ids = torch.randint(0, vocab, (batch, seq_len), generator=gen).to(device)
-    model.train()
-    optimizer = torch.optim.Adam(params, lr=1e-4)
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats(device)
-    with SavedTensorMeter(exclude=params) as meter:
-        loss = model(input_ids=ids, labels=ids).loss
-    loss.backward()
-    optimizer.step()
-    cuda_peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
-    states = [t for s in optimizer.state.values() for t in s.values() if torch.is_tensor(t)]
-    n_params = sum(p.numel() for p in params)
-    result = Measurement(
-        n_params=n_params,
-        weights=tensor_bytes(params),
-        gradients=tensor_bytes(p.grad for p in params),
-        optimizer_states=tensor_bytes(states),
-        activations=meter.total,
-        cuda_peak=cuda_peak,
-    )
-    optimizer.zero_grad(set_to_none=True)
-    return result
-
-
-def comparison_rows(measured: Measurement, estimate: Breakdown, activation_estimates: dict[str, float]) -> list[list[str]]:
-    """Rows of measured against estimated bytes per component, with the difference, for a table.
-
-    Chapter 2, *The memory wall*.
-    """
-
-    def row(name: str, got: int, expected: float) -> list[str]:
-        return [name, f"{got:,}", f"{int(expected):,}", f"{got - int(expected):+,}"]
-
-    rows = [
-        row("weights", measured.weights, estimate.weights),
-        row("gradients", measured.gradients, estimate.gradients),
-        row("Adam states", measured.optimizer_states, estimate.optimizer_states),
-    ]
-    rows += [row(f"activations, {label}", measured.activations, value) for label, value in activation_estimates.items()]
-    return rows
 
 
 def shape_of(model: torch.nn.Module) -> ModelShape:
@@ -613,7 +507,10 @@ def parse_count(text: str | float) -> float:
 
 
 def read_count(text: str) -> float | None:
-    """The number a count's text stands for (not checked to be positive), or None if it is no number."""
+    """The number a count's text stands for (not checked to be positive), or None if it is no number.
+
+    Chapter 2, *The memory wall*.
+    """
     raw = str(text).strip().lower().replace("_", "").replace(",", "")
     scale = 1.0
     if raw and raw[-1] in _SUFFIXES:

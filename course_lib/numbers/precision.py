@@ -1,10 +1,11 @@
 """Precision in practice: what FP16 and BF16 do to real tensors, and to a short training run.
 
-Chapter 3 (*Number formats*) builds on :mod:`course_lib.numbers.formats`, which computes every format's
-range and precision from its bits; this module shows the same limits on real torch tensors:
+Chapter 3 (*Number formats*) builds on :mod:`course_lib.numbers.format_specs`, which computes every
+format's range and precision from its bits; this module shows the same limits on real torch tensors
+(the chapter's tables and plots of them are in :mod:`course_lib.chapters.ch03`):
 
 * :func:`cast` rounds values to a torch dtype and back, :func:`cast_stats` counts what overflowed
-  to inf, underflowed to zero or became subnormal, and :func:`cast_table` prints it side by side;
+  to inf, underflowed to zero or became subnormal;
 * :func:`rms_norm` computed entirely in one dtype shows a *large activation* overflowing: one
   outlier feature of 300 squares to 90,000, beyond FP16's 65,504, and the whole output becomes 0;
 * :func:`tiny_gradients` and :func:`relative_error_curve` show *tiny values* underflowing;
@@ -26,7 +27,7 @@ import math
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -34,17 +35,13 @@ import torch
 from course_lib.base import dtypes
 from course_lib.base.checks import choice as _choice
 from course_lib.base.checks import positive as _positive
-from course_lib.base.tables import Table
-from course_lib.numbers import formats
-
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
+from course_lib.numbers import format_specs
 
 __all__ = [
     "CAST_FORMATS", "MODES", "MODE_LABELS", "torch_dtype", "torch_value_of_bits", "cast", "CastStats",
-    "cast_stats", "cast_table", "activation_with_outlier", "rms_norm", "tiny_gradients",
-    "relative_error_curve", "plot_relative_error", "matmul_relative_error", "synthetic_task",
-    "small_mlp", "TrainingRun", "train_in_mode", "compare_modes", "training_table", "plot_training",
+    "cast_stats", "activation_with_outlier", "rms_norm", "tiny_gradients", "relative_error_curve",
+    "matmul_relative_error", "synthetic_task", "small_mlp", "TrainingRun", "train_in_mode",
+    "compare_modes",
 ]  # fmt: skip
 
 #: Training modes of :func:`train_in_mode`: the precision of the forward and backward maths.
@@ -55,8 +52,6 @@ MODE_LABELS = {
     "fp16-scaled": "FP16 autocast + GradScaler",
     "bf16": "BF16 autocast, no loss scaling",
 }
-_MODE_COLOURS = {"fp32": "#4C72B0", "fp16": "#C44E52", "fp16-scaled": "#55A868", "bf16": "#DD8452"}
-
 
 #: The format names :func:`cast` and friends accept: the floating-point formats torch can store.
 CAST_FORMATS: tuple[str, ...] = ("fp64", "fp32", "fp16", "bf16", "e4m3", "e5m2")
@@ -142,7 +137,7 @@ def cast_stats(values: Any, name: str) -> CastStats:
 
     Chapter 3, *Number formats*.
     """
-    fmt = formats.get_format(name)
+    fmt = format_specs.get_format(name)
     x = _tensor(values).detach().to(torch.float64).flatten()
     y = cast(x, name).to(torch.float64)
     finite, nonzero = torch.isfinite(x), x != 0
@@ -152,40 +147,6 @@ def cast_stats(values: Any, name: str) -> CastStats:
     kept = finite & nonzero & torch.isfinite(y) & (y != 0)
     rel = ((y[kept] - x[kept]).abs() / x[kept].abs()).max().item() if bool(kept.any()) else 0.0
     return CastStats(name, x.numel(), int(overflow.sum()), int(underflow.sum()), int(sub.sum()), rel)
-
-
-def _describe(x: float, y: float, fmt: formats.FloatFormat) -> tuple[str, str]:
-    if math.isnan(y):
-        return "nan", "overflow (NaN)"
-    if math.isinf(y):
-        return ("inf" if y > 0 else "-inf"), "overflow"
-    if y == 0 and x != 0:
-        return "0", "underflow"
-    err = abs(y - x) / abs(x) if x else 0.0
-    note = " (subnormal)" if y != 0 and abs(y) < fmt.min_normal else ""
-    return f"{y:.7g}", f"{err:.1e}{note}"
-
-
-def cast_table(values: Sequence[float], names: Sequence[str] = ("fp16", "bf16"), title: str | None = None) -> Table:
-    """A table of values and what each format stores for them, with the relative error or what went wrong.
-
-    Chapter 3, *Number formats*.
-    """
-    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
-        raise ValueError(f"values must be a non-empty list of numbers, got {values!r}")
-    fmts = [formats.get_format(n) for n in names]
-    x = _tensor(list(values))
-    headers, cols = ["value (fp32)"], []
-    for name, fmt in zip(names, fmts):
-        headers += [f"{name} stores", f"{name} rel. error"]
-        cols.append((cast(x, name), fmt))
-    rows = []
-    for i, v in enumerate(x.tolist()):
-        row = [f"{v:.7g}"]
-        for y, fmt in cols:
-            row += _describe(v, y[i].item(), fmt)
-        rows.append(row)
-    return Table(headers, rows, title=title)
 
 
 # --------------------------------------------------------------------------------------------
@@ -265,45 +226,6 @@ def relative_error_curve(
         err = ((y.double() - x.double()).abs() / x.double()).numpy()
     err[~np.isfinite(y.numpy())] = np.inf
     return x.double().numpy(), err
-
-
-def plot_relative_error(
-    names: Sequence[str] = ("fp16", "bf16"), low: float = 2.0**-30, high: float = 2.0**20
-) -> Figure:
-    """Plot the relative error of storing values of every magnitude in each format, with FP16's limits marked.
-
-    Chapter 3, *Number formats*.
-    """
-    import matplotlib.pyplot as plt
-
-    from course_lib.base.plots import use_course_style
-
-    use_course_style()
-    fig, ax = plt.subplots()
-    floor, ceiling = 1e-9, 3.0
-    for i, name in enumerate(names):
-        x, err = relative_error_curve(name, low, high, seed=i)
-        fmt = formats.get_format(name)
-        shown = np.clip(np.where(np.isinf(err), ceiling, err), floor, ceiling)
-        ax.scatter(x, shown, s=3, alpha=0.6, label=f"{name} (max {fmt.max:.3g})")
-        ax.axhline(fmt.epsilon / 2, ls=":", lw=1, color=f"C{i}")
-    fp16 = formats.FP16
-    for value, text in [(fp16.min_subnormal, "fp16 smallest\nsubnormal"), (fp16.min_normal, "fp16 smallest\nnormal"),
-                        (fp16.max, "fp16 max")]:
-        ax.axvline(value, color="grey", ls="--", lw=1)
-        ax.text(value, 2e-9, text, fontsize=8, ha="right", va="bottom", rotation=90)
-    ax.text(low, 1.5, "stored as 0", fontsize=8, va="bottom")
-    ax.text(high, 1.5 * ceiling, "overflow: inf", fontsize=8, ha="right", va="bottom")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_ylim(floor / 2, ceiling * 2)
-    ax.set_xlabel("magnitude of the stored value")
-    ax.set_ylabel("relative error (1 = lost, top = overflow)")
-    ax.set_title("Relative error of storing a value, by magnitude (dotted: half an epsilon)")
-    ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=len(names), frameon=False,
-              markerscale=4)
-    fig.tight_layout()
-    return fig
 
 
 def matmul_relative_error(size: int = 256, name: str = "bf16", seed: int = 0) -> float:
@@ -491,54 +413,3 @@ def compare_modes(modes: Sequence[str] = MODES, progress: bool | None = False, *
 
     bar = progress_bar(modes, len(modes), "training", progress is None or bool(progress))
     return {mode: train_in_mode(mode, **kwargs) for mode in bar}
-
-
-def training_table(runs: dict[str, TrainingRun]) -> Table:
-    """Loss, accuracy and zero-gradient fractions of each run, one row per mode.
-
-    Chapter 3, *Number formats*.
-    """
-    if not runs:
-        raise ValueError("training_table() needs at least one run (from compare_modes())")
-    rows = [
-        [run.label, f"{run.losses[0]:.3f}", f"{run.final_loss:.4f}", f"{run.accuracy:.1%}",
-         f"{run.first_zero_fraction:.1%}", f"{run.mean_zero_fraction:.1%}", f"{run.mean_logit_zero_fraction:.1%}",
-         run.skipped_steps]
-        for run in runs.values()
-    ]  # fmt: skip
-    headers = ["mode", "first loss", "final loss", "accuracy", "zero grads, step 1", "zero grads, mean",
-               "zero logit grads, mean", "skipped steps"]  # fmt: skip
-    return Table(headers, rows)
-
-
-def plot_training(runs: dict[str, TrainingRun]) -> Figure:
-    """Two panels: the loss of every run (log scale), and the fraction of gradient entries that are exactly zero.
-
-    Chapter 3, *Number formats*.
-    """
-    import matplotlib.pyplot as plt
-
-    from course_lib.base.plots import use_course_style
-
-    if not runs:
-        raise ValueError("plot_training() needs at least one run (from compare_modes())")
-    use_course_style()
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.8))
-    styles = {"fp32": "-", "fp16": "-", "fp16-scaled": "--", "bf16": ":"}
-    for mode, run in runs.items():
-        steps = np.arange(1, len(run.losses) + 1)
-        kw = {"color": _MODE_COLOURS[mode], "ls": styles[mode], "lw": 2, "label": run.label}
-        ax1.plot(steps, run.losses, **kw)
-        ax2.plot(steps, run.zero_fractions, **kw)
-    ax1.set_yscale("log")
-    ax1.set_xlabel("step")
-    ax1.set_ylabel("cross-entropy per example (log scale)")
-    ax1.set_title("Training loss")
-    ax2.set_ylim(-0.02, 1.02)
-    ax2.set_xlabel("step")
-    ax2.set_ylabel("fraction of gradient entries = 0")
-    ax2.set_title("Gradients that underflowed to zero")
-    handles, labels = ax1.get_legend_handles_labels()
-    fig.legend(handles, labels, fontsize=9, loc="lower center", ncol=2, frameon=False)
-    fig.tight_layout(rect=(0, 0.1, 1, 1))
-    return fig

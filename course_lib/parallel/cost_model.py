@@ -19,16 +19,10 @@ import math
 import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-from course_lib.base.tables import Table
-
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
 
 __all__ = ["DDP_BUCKET_BYTES", "LINKS", "Link", "StepTime", "data_parallel_step",
-           "fit_alpha_beta", "offload_transfer_time", "plot_scaling", "ring_allreduce_bytes",
-           "ring_allreduce_time", "scaling_table"]
+           "fit_alpha_beta", "offload_transfer_time", "ring_allreduce_bytes",
+           "ring_allreduce_time"]
 
 #: DDP's default gradient bucket: ``bucket_cap_mb=25``, i.e. 25 MiB.
 DDP_BUCKET_BYTES: int = 25 * 2**20
@@ -147,7 +141,7 @@ def fit_alpha_beta(sizes: Sequence[float], seconds: Sequence[float], world_size:
     then the ring model of :func:`ring_allreduce_time`,
     ``t = 2 (N - 1) alpha + 2 (N - 1) / N * S / beta``, is inverted:
     ``alpha = a / (2 (N - 1))`` and ``beta = 2 (N - 1) / (N b)``. The result plugs into
-    :func:`ring_allreduce_time`, :func:`data_parallel_step` and :func:`scaling_table`.
+    :func:`ring_allreduce_time` and :func:`data_parallel_step`.
 
     Which errors count. Times span orders of magnitude (microseconds for small messages,
     milliseconds for large ones), and a plain least-squares fit minimises absolute errors, so the
@@ -295,67 +289,3 @@ def data_parallel_step(compute_seconds: float, grad_bytes: float, world_size: in
     last = ring_allreduce_time(min(bucket_bytes, grad_bytes), n, link) if buckets else 0.0
     exposed = max(0.0, communication - last - overlap * compute_seconds) + last
     return StepTime(n, link.name, float(compute_seconds), communication, exposed)
-
-
-def scaling_table(compute_seconds: float, grad_bytes: float, world_sizes: Sequence[int],
-                  links: Sequence[Link | str] = ("PCIe 4.0 x16", "NVLink 4 (H100)",
-                                                 "InfiniBand NDR"),
-                  overlap: float = 2 / 3, bucket_bytes: float = DDP_BUCKET_BYTES) -> Table:
-    """Predicted speedup and efficiency of DDP, one row per world size, one column per link.
-
-    Chapter 8, *Data parallelism with DDP*.
-    """
-    chosen = [_link(x) for x in links]
-    if not chosen or not world_sizes:
-        raise ValueError("pass at least one world size (e.g. [1, 2, 4, 8]) and one link name "
-                         f"(from {list(LINKS)}).")
-    rows = []
-    for n in world_sizes:
-        cells = [data_parallel_step(compute_seconds, grad_bytes, n, link, overlap, bucket_bytes)
-                 for link in chosen]
-        rows.append([str(n), *[f"{s.speedup:.1f}x ({s.efficiency:.0%})" for s in cells]])
-    title = (f"Predicted DDP speedup (efficiency): {compute_seconds * 1e3:.0f} ms of compute per "
-             f"step, {grad_bytes / 1e6:,.0f} MB of gradients, ring all-reduce")
-    return Table(["GPUs", *[link.name for link in chosen]], rows, title=title)
-
-
-def plot_scaling(compute_seconds: float, grad_bytes: float, world_sizes: Sequence[int],
-                 links: Sequence[Link | str] = ("PCIe 4.0 x16", "NVLink 4 (H100)",
-                                                "InfiniBand NDR"),
-                 overlap: float = 2 / 3, bucket_bytes: float = DDP_BUCKET_BYTES) -> Figure:
-    """Two panels against the number of GPUs: predicted speedup (and the ideal line), efficiency.
-
-    Chapter 8, *Data parallelism with DDP*.
-    """
-    import matplotlib.pyplot as plt  # here, so that worker processes never import matplotlib
-
-    from course_lib.base.plots import use_course_style
-
-    sizes = sorted(_check_world(n) for n in world_sizes)
-    chosen = [_link(x) for x in links]
-    if not chosen or not sizes:
-        raise ValueError("pass at least one world size (e.g. [1, 2, 4, 8]) and one link name "
-                         f"(from {list(LINKS)}).")
-    use_course_style()
-    fig, (ax, eff) = plt.subplots(1, 2, figsize=(12, 4.4))
-    ax.plot(sizes, sizes, ls="--", color="grey", label="ideal")
-    for link in chosen:
-        steps = [data_parallel_step(compute_seconds, grad_bytes, n, link, overlap, bucket_bytes)
-                 for n in sizes]
-        ax.plot(sizes, [s.speedup for s in steps], marker="o", label=link.name)
-        eff.plot(sizes, [100 * s.efficiency for s in steps], marker="o", label=link.name)
-    for a in (ax, eff):
-        a.set_xscale("log", base=2)
-        a.set_xticks(sizes, [str(n) for n in sizes])
-        a.set_xlabel("GPUs (log scale)")
-    ax.set_yscale("log", base=2)
-    ax.set_yticks(sizes, [str(n) for n in sizes])
-    ax.set_ylabel("speedup over one GPU (log scale)")
-    ax.set_title(f"DDP, {grad_bytes / 1e6:,.0f} MB of gradients, predicted")
-    eff.set_ylabel("scaling efficiency (%)")
-    eff.set_ylim(0, 105)
-    eff.set_title(f"{compute_seconds * 1e3:.0f} ms of compute per step")
-    ax.legend(fontsize=9)
-    eff.legend(fontsize=9)
-    fig.tight_layout()
-    return fig

@@ -18,7 +18,8 @@ import bisect
 import hashlib
 import statistics
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -29,15 +30,16 @@ from torch.utils.data.distributed import DistributedSampler
 from course_lib.base import dtypes
 from course_lib.numbers import memory
 from course_lib.parallel import launch
-from course_lib.parallel.traffic import Traffic, counting_hook, ring_hook
+from course_lib.parallel.traffic import BucketRecord, Traffic, counting_hook, ring_hook
 from course_lib.text import course_model, data, models, training
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-__all__ = ["add_run_arguments", "check_batch", "checksum", "flat_parameters", "local_batches",
-           "main", "recipe_for", "report_check", "shard", "timings", "train_ddp", "train_many",
-           "train_single"]
+__all__ = ["DDPRank", "Timings", "TrainingRun", "add_run_arguments", "check_batch", "checksum",
+           "flat_parameters", "fresh_model", "local_batches", "main", "median_step", "rank_tokenizer",
+           "recipe_for", "report_check", "shard", "timings", "train_ddp", "train_many",
+           "train_single", "wrap_ddp"]
 
 HOOKS = {"counting": counting_hook, "ring": ring_hook}
 
@@ -113,7 +115,10 @@ def _dtype(name: str) -> torch.dtype:
 
 
 def rank_tokenizer(worker: launch.Worker) -> PreTrainedTokenizerBase:
-    """The course tokenizer in a rank: rank 0 builds it if needed while the others wait."""
+    """The course tokenizer in a rank: rank 0 builds it if needed while the others wait.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
     if worker.rank == 0:  # builds and caches it if this machine has none yet
         data.course_tokenizer()
     dist.barrier()
@@ -122,9 +127,54 @@ def rank_tokenizer(worker: launch.Worker) -> PreTrainedTokenizerBase:
 
 def fresh_model(tokenizer: PreTrainedTokenizerBase, seed: int, dtype: str,
                 device: torch.device | str = "cpu") -> torch.nn.Module:
-    """The course model's GPT-2, freshly initialised with ``seed``, in ``dtype`` on ``device``."""
+    """The course model's GPT-2, freshly initialised with ``seed``, in ``dtype`` on ``device``.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
     model = models.build_model(course_model.course_model_config(tokenizer), seed=seed)
     return model.to(device, _dtype(dtype))
+
+
+@dataclass(frozen=True)
+class TrainingRun:
+    """One process's training: the loss and a parameter checksum after every step, the bytes of
+    parameters, gradients and optimizer states it held, and its final parameters as one vector
+    (``None`` when they were not asked for).
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+
+    history: tuple[float, ...]
+    checksums: tuple[str, ...]
+    state_bytes: dict[str, int]
+    parameters: torch.Tensor | None
+
+
+@dataclass(frozen=True)
+class DDPRank(TrainingRun):
+    """What one rank of :func:`train_ddp` measured, besides its :class:`TrainingRun`.
+
+    Its rank, the group's size and backend, its rows of each global batch, when training began
+    (``start``), the end of every step and the start of every forward pass (seconds of
+    ``time.perf_counter``), the all-reduce rounds done by the end of each step, every bucket
+    all-reduced, the tokens of the whole run (all ranks), the number of parameters and the
+    torch threads.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+
+    rank: int
+    world_size: int
+    backend: str
+    rows: tuple[int, ...]
+    start: float
+    step_times: tuple[float, ...]
+    forwards: tuple[float, ...]
+    rounds: tuple[int, ...]
+    buckets: tuple[BucketRecord, ...]
+    tokens: int
+    n_params: int
+    threads: int
 
 
 class _Observer:
@@ -136,6 +186,7 @@ class _Observer:
         self.step_times: list[float] = []
         self.rounds: list[int] = []
         self.states: dict[str, int] = {}
+        self.start = time.perf_counter()
 
     def __call__(self, step: int, loss: float, optimizer: torch.optim.Optimizer) -> None:
         if next(self.model.parameters()).is_cuda:
@@ -147,55 +198,71 @@ class _Observer:
             self.states = memory.model_state_bytes(self.model, optimizer)
         self.checksums.append(checksum(self.model))
 
+    def training_run(self, history: list[float], return_parameters: bool = True) -> TrainingRun:
+        """What one process measured."""
+        return TrainingRun(tuple(history), tuple(self.checksums), self.states,
+                           flat_parameters(self.model) if return_parameters else None)
 
-def train_ddp(steps: int = 10, global_batch: int = 8, seq_len: int = 64, lr: float = 3e-3,
-              seed: int = 0, accumulate: int = 1, no_sync: bool = True,
-              bucket_cap_mb: float | None = None, hook: str = "counting", dtype: str = "float32",
-              return_parameters: bool = True) -> dict[str, Any]:
-    """Worker: train the course's GPT-2 with DDP on this rank's share; return what was measured.
+    def ddp_rank(self, history: list[float], worker: launch.Worker, recipe: training.Recipe,
+                 return_parameters: bool) -> DDPRank:
+        """What one rank measured, its traffic included."""
+        return DDPRank(**vars(self.training_run(history, return_parameters)), rank=worker.rank,
+                       world_size=worker.world_size, backend=worker.backend,
+                       rows=tuple(shard(recipe.batch_size, worker.world_size, worker.rank)),
+                       start=self.start, step_times=tuple(self.step_times),
+                       forwards=tuple(self.traffic.forwards), rounds=tuple(self.rounds),
+                       buckets=tuple(self.traffic.buckets), tokens=recipe.tokens,
+                       n_params=models.count_parameters(self.model),
+                       threads=torch.get_num_threads())
 
-    The result holds the rank, its rows of the first batch, the loss and a parameter checksum after
-    every step, the bytes of parameters, gradients and optimizer states, every all-reduced bucket
-    (round, index, bytes, ready and done times, bytes sent), the all-reduce rounds done by the end
-    of each step, the times of the forward passes and of the steps, and (``return_parameters``)
-    the final parameters as one vector. ``dtype`` "float64"
-    trains in double precision (transformers still computes the loss from float32 logits), where
-    runs that add in another order end about 1e-15 apart instead of 1e-5.
+
+def wrap_ddp(model: torch.nn.Module, worker: launch.Worker,
+             bucket_cap_mb: float | None = None,
+             hook: str = "counting") -> tuple[DistributedDataParallel, Traffic]:
+    """Wrap ``model`` in DDP; ``hook`` notes every bucket it all-reduces in the Traffic.
 
     Chapter 8, *Data parallelism with DDP*.
     """
     if hook not in HOOKS:
         raise ValueError(f"hook must be one of {sorted(HOOKS)}, got {hook!r}.")
+    gpu = [worker.device] if worker.device.type == "cuda" else None
+    ddp_model = DistributedDataParallel(model, device_ids=gpu,
+                                        bucket_cap_mb=bucket_cap_mb)
+    traffic = Traffic()
+    ddp_model.register_comm_hook(traffic, HOOKS[hook])
+    traffic.attach(model)
+    return ddp_model, traffic
+
+
+def train_ddp(steps: int = 10, global_batch: int = 8, seq_len: int = 64,
+              lr: float = 3e-3, seed: int = 0, accumulate: int = 1,
+              no_sync: bool = True, bucket_cap_mb: float | None = None,
+              hook: str = "counting", dtype: str = "float32",
+              return_parameters: bool = True) -> DDPRank:
+    """Worker: train the course's GPT-2 with DDP on this rank's rows; return a DDPRank.
+
+    ``dtype`` "float64" trains in double precision, where runs that add in another
+    order end about 1e-15 apart instead of 1e-5 (transformers still computes the
+    loss from float32 logits).
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
     worker = launch.init_worker()
     check_batch(global_batch, worker.world_size, accumulate)
     tokenizer = rank_tokenizer(worker)
-    model = fresh_model(tokenizer, seed, dtype, worker.device)
-    ddp = DistributedDataParallel(model, bucket_cap_mb=bucket_cap_mb,
-                                  device_ids=[worker.device] if worker.device.type == "cuda" else None)
-    traffic = Traffic()
-    ddp.register_comm_hook(traffic, HOOKS[hook])
-    traffic.attach(model)
     recipe = recipe_for(steps, global_batch, seq_len, lr, seed, str(worker.device))
+    model = fresh_model(tokenizer, seed, dtype, worker.device)
+    ddp_model, traffic = wrap_ddp(model, worker, bucket_cap_mb, hook)
+    mine = local_batches(tokenizer, recipe, worker.world_size, worker.rank, accumulate)
     observe = _Observer(model, traffic)
-    start = time.perf_counter()
-    history = training.train(ddp, "gpt2", tokenizer, recipe, accumulate=accumulate,
-                             no_sync=no_sync, on_step=observe, progress=False,
-                             batches=local_batches(tokenizer, recipe, worker.world_size,
-                                                   worker.rank, accumulate))
-    return {"rank": worker.rank, "world_size": worker.world_size, "backend": worker.backend,
-            "rows": shard(global_batch, worker.world_size, worker.rank), "history": history,
-            "checksums": observe.checksums, "state_bytes": observe.states, "start": start,
-            "step_times": observe.step_times, "forwards": traffic.forwards,
-            "rounds": observe.rounds,
-            "buckets": [(b.round, b.index, b.n_bytes, b.ready, b.done, b.sent or 0)
-                        for b in traffic.buckets],
-            "tokens": recipe.tokens, "n_params": models.count_parameters(model),
-            "threads": torch.get_num_threads(),
-            "parameters": flat_parameters(model) if return_parameters else None}
+    history = training.train(ddp_model, "gpt2", tokenizer, recipe, batches=mine,
+                             accumulate=accumulate, no_sync=no_sync,
+                             on_step=observe, progress=False)
+    return observe.ddp_rank(history, worker, recipe, return_parameters)
 
 
 def train_single(steps: int = 10, global_batch: int = 8, seq_len: int = 64, lr: float = 3e-3,
-                 seed: int = 0, device: str = "cpu", dtype: str = "float32") -> dict[str, Any]:
+                 seed: int = 0, device: str = "cpu", dtype: str = "float32") -> TrainingRun:
     """The reference: the same model and recipe trained by one process on the whole global batch.
 
     Chapter 8, *Data parallelism with DDP*.
@@ -205,36 +272,58 @@ def train_single(steps: int = 10, global_batch: int = 8, seq_len: int = 64, lr: 
     recipe = recipe_for(steps, global_batch, seq_len, lr, seed, device)
     observe = _Observer(model)
     history = training.train(model, "gpt2", tokenizer, recipe, progress=False, on_step=observe)
-    return {"history": history, "checksums": observe.checksums, "state_bytes": observe.states,
-            "parameters": flat_parameters(model)}
+    return observe.training_run(history)
 
 
-def timings(result: Mapping[str, Any]) -> dict[str, float]:
-    """A run's speed from the end of its first step to the end of its last (start-up excluded).
-
-    Returns the seconds timed, tokens per second, the median step, the seconds spent in all-reduces
-    (each bucket from ready to done, the first step's left out) and their share of the time, and
-    the bytes all-reduced in the last step. A bucket's step comes from ``rounds``.
+@dataclass(frozen=True)
+class Timings:
+    """A DDP rank's speed (:func:`timings`): seconds timed, tokens per second, the median step,
+    seconds in all-reduces and their share of the time, and the bytes all-reduced in the last step.
 
     Chapter 8, *Data parallelism with DDP*.
     """
-    ends, rounds = result["step_times"], result["rounds"]
-    if len(ends) < 2:
-        raise ValueError("timings need at least 2 steps: the first one is not timed.")
+
+    seconds: float
+    tokens_per_second: float
+    step: float
+    all_reduce: float
+    all_reduce_share: float
+    bytes_per_step: int
+
+
+def median_step(step_times: Sequence[float]) -> float:
+    """The median time between the ends of consecutive steps (seconds): the first step left out.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    if len(step_times) < 2:
+        raise ValueError("timing steps needs at least 2 steps: the first one is not timed.")
+    return statistics.median(b - a for a, b in zip(step_times, step_times[1:]))
+
+
+def timings(result: DDPRank) -> Timings:
+    """A run's speed from the end of its first step to the end of its last (start-up excluded).
+
+    The all-reduces are timed from each bucket's being ready to its all-reduce's end, the first
+    step's left out; a bucket's step comes from ``rounds``.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    ends, rounds = result.step_times, result.rounds
+    median = median_step(ends)
     elapsed = ends[-1] - ends[0]
     comm, last_bytes = 0.0, 0
-    for round_, _, n_bytes, ready, done, _ in result["buckets"]:
-        step = bisect.bisect_right(rounds, round_)  # rounds[s]: rounds done by the end of step s
+    for bucket in result.buckets:
+        step = bisect.bisect_right(rounds, bucket.round)  # rounds[s]: done by the end of step s
         if step > 0:
-            comm += done - ready
+            comm += bucket.done - bucket.ready
         if step == len(ends) - 1:
-            last_bytes += n_bytes
-    return {"seconds": elapsed, "tokens_per_second": result["tokens"] * (len(ends) - 1)
-            / len(ends) / elapsed, "step": statistics.median(b - a for a, b in zip(ends, ends[1:])),
-            "all_reduce": comm, "all_reduce_share": comm / elapsed, "bytes_per_step": last_bytes}
+            last_bytes += bucket.n_bytes
+    return Timings(elapsed, result.tokens * (len(ends) - 1) / len(ends) / elapsed, median, comm,
+                   comm / elapsed, last_bytes)
 
 
-def train_many(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def train_many(runs: Sequence[dict[str, Any]]) -> list[DDPRank]:
     """Worker: several :func:`train_ddp` runs in one process group (starting processes costs seconds).
 
     Chapter 8, *Data parallelism with DDP*.
@@ -256,16 +345,17 @@ def add_run_arguments(parser: argparse.ArgumentParser, steps: int) -> None:
                         help="rank 0 also trains one process on the global batch and compares")
 
 
-def report_check(result: Mapping[str, Any], args: argparse.Namespace) -> None:
+def report_check(args: argparse.Namespace, rank: int, backend: str,
+                 parameters: torch.Tensor) -> None:
     """With ``--check``, rank 0 trains one process on the global batch and prints the largest gap.
 
     Chapter 8, *Data parallelism with DDP*.
     """
-    if args.check and result["rank"] == 0:
-        device = "cuda" if result["backend"] == "nccl" else "cpu"
+    if args.check and rank == 0:
+        device = "cuda" if backend == "nccl" else "cpu"
         single = train_single(args.steps, args.global_batch, args.seq_len, args.lr, args.seed,
                               device)
-        gap = float((single["parameters"] - result["parameters"]).abs().max())
+        gap = float((single.parameters - parameters).abs().max())
         print(f"one process on the global batch: max |difference| of the parameters {gap:.2e}")
 
 
@@ -284,11 +374,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     result = train_ddp(args.steps, args.global_batch, args.seq_len, args.lr, args.seed,
                        args.accumulate, bucket_cap_mb=args.bucket_cap_mb)
-    seconds = result["step_times"][-1] - result["start"]
-    launch.say(f"rank {result['rank']}/{result['world_size']} ({result['backend']}): final loss "
-               f"{result['history'][-1]:.4f}, parameters {result['checksums'][-1]}, "
-               f"{result['tokens'] / seconds:,.0f} tokens/s in all")
-    report_check(result, args)
+    seconds = result.step_times[-1] - result.start
+    launch.say(f"rank {result.rank}/{result.world_size} ({result.backend}): final loss "
+               f"{result.history[-1]:.4f}, parameters {result.checksums[-1]}, "
+               f"{result.tokens / seconds:,.0f} tokens/s in all")
+    report_check(args, result.rank, result.backend, result.parameters)
     launch.shutdown()
     return 0
 

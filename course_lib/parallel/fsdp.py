@@ -28,6 +28,7 @@ import functools
 import os
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -39,6 +40,7 @@ from course_lib.parallel.collectives import Collectives, volume
 from course_lib.parallel.ddp import (
     add_run_arguments,
     check_batch,
+    flat_parameters,
     fresh_model,
     local_batches,
     rank_tokenizer,
@@ -46,10 +48,11 @@ from course_lib.parallel.ddp import (
     report_check,
 )
 from course_lib.parallel.traffic import Traffic, counting_hook
-from course_lib.text import models, training
+from course_lib.text import data, models, training
 
-__all__ = ["STRATEGIES", "check_offload", "check_strategy", "expected_volume", "full_parameters", "initial_parameters",
-           "main", "shard_model", "train_many", "train_sharded", "units"]
+__all__ = ["STRATEGIES", "ShardedRank", "check_offload", "check_strategy", "expected_volume",
+           "full_parameters", "initial_parameters", "main", "shard_model", "train_many",
+           "train_sharded", "units"]
 
 #: The strategies, and what each one shards.
 STRATEGIES = {
@@ -59,7 +62,6 @@ STRATEGIES = {
     "zero3": "FSDP full sharding, reshard_after_forward=True (ZeRO stage 3)",
     "hsdp": "FSDP hybrid sharding: sharded in groups of shard_factor ranks, replicated across",
 }
-FSDP_STRATEGIES = ("zero2", "zero3", "hsdp")
 
 
 def check_strategy(strategy: str, world_size: int, shard_factor: int | None = None) -> int:
@@ -125,21 +127,25 @@ def shard_model(model: torch.nn.Module, strategy: str, world_size: int,
     device = torch.device(device)
     if strategy in ("ddp", "zero1"):
         if offload or mixed_precision:
-            raise ValueError("offload and mixed_precision are FSDP options: use strategy 'zero2', "
-                             "'zero3' or 'hsdp' with them.")
-        return DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
+            raise ValueError("offload and mixed_precision are FSDP options: use "
+                             "strategy 'zero2', 'zero3' or 'hsdp' with them.")
+        gpu = [device] if device.type == "cuda" else None
+        return DistributedDataParallel(model, device_ids=gpu)
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
+    from torch.distributed.fsdp import (CPUOffloadPolicy, MixedPrecisionPolicy,
+                                        fully_shard)
 
     if strategy == "hsdp":
         mesh = init_device_mesh(device.type, (world_size // factor, factor),
                                 mesh_dim_names=("replicate", "shard"))
     else:
         mesh = init_device_mesh(device.type, (world_size,))
-    options: dict[str, Any] = {"mesh": mesh, "reshard_after_forward": strategy != "zero2"}
+    options: dict[str, Any] = {"mesh": mesh,
+                               "reshard_after_forward": strategy != "zero2"}
     if offload:
         check_offload(memory.tensor_bytes(model.parameters()) * 4 / factor)
-        options["offload_policy"] = CPUOffloadPolicy(pin_memory=torch.cuda.is_available())
+        pin = torch.cuda.is_available()
+        options["offload_policy"] = CPUOffloadPolicy(pin_memory=pin)
     if mixed_precision:
         options["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16,
                                                     reduce_dtype=torch.float32)
@@ -154,9 +160,6 @@ def initial_parameters(seed: int = 0, dtype: str = "float32") -> torch.Tensor:
 
     Chapter 9, *Sharding with ZeRO and FSDP*.
     """
-    from course_lib.parallel.ddp import flat_parameters
-    from course_lib.text import data
-
     return flat_parameters(fresh_model(data.course_tokenizer(), seed, dtype))
 
 
@@ -174,15 +177,15 @@ def full_parameters(model: torch.nn.Module) -> torch.Tensor:
 def expected_volume(unit_numels: Sequence[int], strategy: str, world_size: int,
                     shard_factor: int | None = None, param_bytes: int = 4,
                     reduce_bytes: int = 4) -> dict[str, int]:
-    """Bytes each collective kind should move in one step, from the units' sizes (root first).
+    """Bytes each kind of collective should move in one step, from the units' sizes.
 
-    DDP all-reduces every gradient (2 Psi); ZeroRedundancyOptimizer adds a broadcast of every
-    updated parameter from its owner (Psi); FSDP all-gathers every unit for forward (Psi), again
-    for backward unless it kept them (``zero2``: Psi more for ``zero3`` and ``hsdp``), and
-    reduce-scatters the gradients (Psi); hybrid sharding adds an all-reduce of each shard
-    across the replica groups (2 Psi / shard factor). Every unit is resharded after forward here,
-    the root included; left to its default (``reshard_after_forward=None``), FSDP keeps the root
-    gathered for backward and saves one all-gather of the root's parameters.
+    DDP all-reduces every gradient (2 Psi); ZeroRedundancyOptimizer adds a broadcast
+    of every updated parameter from its owner (Psi). FSDP all-gathers every unit for
+    forward (Psi), again for backward unless it kept them (Psi more, except for
+    ``zero2``), and reduce-scatters the gradients (Psi); hybrid sharding adds an
+    all-reduce of each shard across the replica groups (2 Psi / shard factor).
+    Every unit is resharded after forward here, the root included (FSDP's default
+    keeps the root gathered for backward: one all-gather of the root less).
 
     Chapter 9, *Sharding with ZeRO and FSDP*.
     """
@@ -196,10 +199,46 @@ def expected_volume(unit_numels: Sequence[int], strategy: str, world_size: int,
     out = {}
     if factor > 1:  # a shard group of one rank has nothing to gather or scatter
         gathered = total if strategy == "zero2" else 2 * total
-        out = {"all-gather": gathered * param_bytes, "reduce-scatter": total * reduce_bytes}
+        out = {"all-gather": gathered * param_bytes,
+               "reduce-scatter": total * reduce_bytes}
     if strategy == "hsdp" and factor < world_size:
         out["all-reduce"] = 2 * total * reduce_bytes // factor
     return out
+
+
+@dataclass(frozen=True)
+class ShardedRank:
+    """What one rank of :func:`train_sharded` measured.
+
+    Its rank, the group's size and backend; the strategy, its sharding factor and options; the
+    loss of every step; the bytes of parameters, gradients and optimizer states it held after the
+    first step, and the peak of parameter bytes during forward; the volume of every kind of
+    collective in each step (bytes, the ZeRO paper's accounting); the FSDP units' sizes (root
+    first); the step end times; and the final parameters, gathered into one vector (``None``
+    when they were not asked for).
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+
+    rank: int
+    world_size: int
+    backend: str
+    strategy: str
+    shard_factor: int
+    offload: bool
+    mixed_precision: bool
+    history: tuple[float, ...]
+    state_bytes: dict[str, int]
+    peak_parameter_bytes: int
+    volume: tuple[dict[str, int], ...]
+    unit_numels: tuple[int, ...]
+    step_times: tuple[float, ...]
+    parameters: torch.Tensor | None
+
+    @property
+    def n_params(self) -> int:
+        """The model's parameters (the units' sizes added up)."""
+        return sum(self.unit_numels)
 
 
 class _Meter:
@@ -236,14 +275,10 @@ def train_sharded(strategy: str = "zero3", steps: int = 3, global_batch: int = 8
                   seq_len: int = 64, lr: float = 3e-3, seed: int = 0,
                   shard_factor: int | None = None, offload: bool = False,
                   mixed_precision: bool = False, dtype: str = "float32",
-                  return_parameters: bool = True) -> dict[str, Any]:
+                  return_parameters: bool = True) -> ShardedRank:
     """Worker: train the course's GPT-2 with a sharding strategy on this rank's share; measure it.
 
-    The result holds the rank, the strategy and its sharding factor, the loss of every step, the
-    bytes of parameters, gradients and optimizer states this rank holds after the first step, the
-    peak of parameter bytes during forward, the volume of every kind of collective in each step
-    (bytes, the ZeRO paper's accounting), the units' sizes, the step end times, and (with
-    ``return_parameters``) the final parameters, gathered into one vector.
+    What it measured comes back as a :class:`ShardedRank`.
 
     Chapter 9, *Sharding with ZeRO and FSDP*.
     """
@@ -267,23 +302,20 @@ def train_sharded(strategy: str = "zero3", steps: int = 3, global_batch: int = 8
     recipe = recipe_for(steps, global_batch, seq_len, lr, seed, str(worker.device))
     with Collectives() as calls:
         meter = _Meter(model, calls)
-        start = time.perf_counter()
         history = training.train(wrapped, "gpt2", tokenizer, recipe, optimizer=optimizer,
                                  on_step=meter, progress=False,
                                  batches=local_batches(tokenizer, recipe, worker.world_size,
                                                        worker.rank))
     per_step = [volume(records) for records in calls.per_step()]
     parameters = full_parameters(model) if return_parameters else None
-    return {"rank": worker.rank, "world_size": worker.world_size, "backend": worker.backend,
-            "strategy": strategy, "shard_factor": factor, "offload": offload,
-            "mixed_precision": mixed_precision, "history": history, "state_bytes": meter.states,
-            "peak_parameter_bytes": max(meter.peak, meter.states["parameters"]),
-            "volume": per_step, "unit_numels": unit_numels, "start": start,
-            "step_times": meter.step_times, "tokens": recipe.tokens,
-            "n_params": sum(unit_numels), "parameters": parameters}
+    return ShardedRank(worker.rank, worker.world_size, worker.backend, strategy, factor, offload,
+                       mixed_precision, tuple(history), meter.states,
+                       peak_parameter_bytes=max(meter.peak, meter.states["parameters"]),
+                       volume=tuple(per_step), unit_numels=tuple(unit_numels),
+                       step_times=tuple(meter.step_times), parameters=parameters)
 
 
-def train_many(runs: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def train_many(runs: Sequence[dict[str, Any]]) -> list[ShardedRank]:
     """Worker: several :func:`train_sharded` runs in one process group (starting ranks costs seconds).
 
     Chapter 9, *Sharding with ZeRO and FSDP*.
@@ -309,11 +341,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     result = train_sharded(args.strategy, args.steps, args.global_batch, args.seq_len, args.lr,
                            args.seed, args.shard_factor, args.offload, args.mixed_precision)
-    held = ", ".join(f"{k} {v / 1e6:.2f} MB" for k, v in result["state_bytes"].items())
-    launch.say(f"rank {result['rank']}/{result['world_size']} ({result['backend']}, {args.strategy}): "
-               f"final loss {result['history'][-1]:.4f}; holds {held}; peak parameters "
-               f"{result['peak_parameter_bytes'] / 1e6:.2f} MB")
-    report_check(result, args)
+    held = ", ".join(f"{k} {v / 1e6:.2f} MB" for k, v in result.state_bytes.items())
+    launch.say(f"rank {result.rank}/{result.world_size} ({result.backend}, {args.strategy}): "
+               f"final loss {result.history[-1]:.4f}; holds {held}; peak parameters "
+               f"{result.peak_parameter_bytes / 1e6:.2f} MB")
+    report_check(args, result.rank, result.backend, result.parameters)
     launch.shutdown()
     return 0
 

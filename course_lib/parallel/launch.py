@@ -34,6 +34,7 @@ import torch
 import torch.distributed as dist
 
 __all__ = [
+    "Hello",
     "LaunchError",
     "Worker",
     "check_port",
@@ -190,7 +191,8 @@ def launch(target: str, nprocs: int = 2, kwargs: dict[str, Any] | None = None, *
     """Run ``target`` ("module:function") on ``nprocs`` new processes; return each rank's result.
 
     Every rank calls ``function(**kwargs)`` (``kwargs`` must be JSON: numbers, strings, lists,
-    dictionaries); what it returns (tensors, numbers, lists, dictionaries) comes back in rank order.
+    dictionaries); what it returns (tensors, numbers, lists, dictionaries, dataclasses: anything
+    that pickles) comes back in rank order.
     Lines the workers print appear here as ``[rank r] ...``. If a rank fails, its traceback is shown,
     the other ranks are stopped and :class:`LaunchError` is raised; the same after ``timeout``
     seconds. ``threads`` is each rank's ``OMP_NUM_THREADS`` (default: the cores shared out).
@@ -241,7 +243,10 @@ def launch(target: str, nprocs: int = 2, kwargs: dict[str, Any] | None = None, *
                      "its last lines:\n" + "\n".join(tails[rank]))
             raise LaunchError(f"rank {rank} failed (exit code {code}) and the other ranks were "
                               f"stopped; {shown}")
-        return [torch.load(Path(results) / f"rank{r}.pt", weights_only=True) for r in range(nprocs)]
+        # Our own workers wrote these files into our own private folder: unpickling them is
+        # safe, and it brings back the workers' result classes (frozen dataclasses).
+        return [torch.load(Path(results) / f"rank{r}.pt", weights_only=False)
+                for r in range(nprocs)]
 
 
 def _watch(processes: list[subprocess.Popen], lines: queue.Queue, timeout: float,
@@ -314,7 +319,20 @@ def shutdown() -> None:
         dist.destroy_process_group()
 
 
-def hello(fail_on: int = -1, hang_on: int = -1) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Hello:
+    """What :func:`hello` returns from a rank: who it is, its process id, the all-reduced sum.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+
+    rank: int
+    world_size: int
+    pid: int
+    sum_of_ranks: float
+
+
+def hello(fail_on: int = -1, hang_on: int = -1) -> Hello:
     """Worker: join the group, print this rank's process id, all-reduce the ranks and return them.
 
     ``fail_on`` makes that rank raise an error after the all-reduce, ``hang_on`` makes that rank
@@ -332,8 +350,7 @@ def hello(fail_on: int = -1, hang_on: int = -1) -> dict[str, Any]:
     dist.all_reduce(total)
     if worker.rank == fail_on:
         raise ValueError(f"rank {worker.rank} fails on purpose, after the all-reduce")
-    return {"rank": worker.rank, "world_size": worker.world_size, "pid": os.getpid(),
-            "sum_of_ranks": float(total)}
+    return Hello(worker.rank, worker.world_size, os.getpid(), float(total))
 
 
 def _worker_main(target: str, payload: str, results: str) -> int:

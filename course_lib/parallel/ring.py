@@ -11,12 +11,14 @@ uses for large messages. :func:`ring_all_reduce` is checked against ``dist.all_r
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.distributed as dist
 
 from course_lib.parallel import launch
 
-__all__ = ["check_against_all_reduce", "ring_all_reduce", "ring_schedule"]
+__all__ = ["RingCheck", "check_against_all_reduce", "ring_all_reduce", "ring_schedule"]
 
 
 def ring_schedule(world_size: int) -> list[tuple[str, int, int, int, int]]:
@@ -45,7 +47,7 @@ def _exchange(send: torch.Tensor, receive: torch.Tensor, right: int, left: int) 
 
 
 def ring_all_reduce(tensor: torch.Tensor) -> int:
-    """Sum ``tensor`` over all ranks in place with a ring of sends; return the bytes this rank sent.
+    """Sum ``tensor`` over all ranks in place with a ring of sends; return bytes sent.
 
     Chapter 8, *Data parallelism with DDP*.
     """
@@ -59,13 +61,15 @@ def ring_all_reduce(tensor: torch.Tensor) -> int:
     right, left = (rank + 1) % world, (rank - 1) % world
     sent = 0
     for step in range(world - 1):  # reduce-scatter: add the chunk coming from the left
-        outgoing, incoming = chunks[(rank - step) % world], chunks[(rank - step - 1) % world]
+        outgoing = chunks[(rank - step) % world]
+        incoming = chunks[(rank - step - 1) % world]
         received = torch.empty_like(incoming)
         _exchange(outgoing, received, right, left)
         incoming += received
         sent += outgoing.numel() * outgoing.element_size()
     for step in range(world - 1):  # all-gather: pass the summed chunks around once
-        outgoing, incoming = chunks[(rank + 1 - step) % world], chunks[(rank - step) % world]
+        outgoing = chunks[(rank + 1 - step) % world]
+        incoming = chunks[(rank - step) % world]
         received = torch.empty_like(incoming)
         _exchange(outgoing, received, right, left)
         incoming.copy_(received)
@@ -73,13 +77,35 @@ def ring_all_reduce(tensor: torch.Tensor) -> int:
     return sent
 
 
-def check_against_all_reduce(numel: int = 1000, seed: int = 0) -> dict[str, object]:
+@dataclass(frozen=True)
+class RingCheck:
+    """One rank's comparison of the ring with ``dist.all_reduce`` (:func:`check_against_all_reduce`).
+
+    ``bytes_sent`` by the ring, ``tensor_bytes`` of the float32 tensor, the largest difference
+    between the two float32 sums and the largest value of the sum, whether the float64 sums of
+    whole numbers are equal, and ``dist.all_reduce``'s float32 ``sum``.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+
+    rank: int
+    world_size: int
+    bytes_sent: int
+    tensor_bytes: int
+    max_abs_difference: float
+    max_abs_value: float
+    integers_equal: bool
+    sum: torch.Tensor
+
+
+def check_against_all_reduce(numel: int = 1000, seed: int = 0) -> RingCheck:
     """Worker: reduce the same random tensors with the ring and with ``dist.all_reduce``; compare.
 
     Runs inside a process group (start it with :func:`course_lib.parallel.launch.launch`). Each
-    rank draws its own float32 tensor and its own float64 copy; the result says how far the ring's
-    float32 sum is from ``dist.all_reduce``'s, whether the float64 sums agree to the last bit
-    of what the sum order can change, and how many bytes the ring sent.
+    rank draws its own float32 tensor of ``numel`` random numbers and float64 whole numbers,
+    whose sums are exact in any order; the result (:class:`RingCheck`) says how far the ring's
+    float32 sum is from ``dist.all_reduce``'s, whether the whole numbers' sums are equal, and
+    how many bytes the ring sent.
 
     Chapter 8, *Data parallelism with DDP*.
     """
@@ -93,9 +119,7 @@ def check_against_all_reduce(numel: int = 1000, seed: int = 0) -> dict[str, obje
     ring_ints, all_ints = ints.clone(), ints.clone()
     ring_all_reduce(ring_ints)
     dist.all_reduce(all_ints)
-    return {"rank": worker.rank, "world_size": worker.world_size, "bytes_sent": sent,
-            "tensor_bytes": mine.numel() * mine.element_size(),
-            "max_abs_difference": float((ours - theirs).abs().max()),
-            "max_abs_value": float(theirs.abs().max()),
-            "integers_equal": bool(torch.equal(ring_ints, all_ints)),
-            "sum": theirs.cpu()}
+    return RingCheck(worker.rank, worker.world_size, sent, mine.numel() * mine.element_size(),
+                     max_abs_difference=float((ours - theirs).abs().max()),
+                     max_abs_value=float(theirs.abs().max()),
+                     integers_equal=bool(torch.equal(ring_ints, all_ints)), sum=theirs.cpu())

@@ -52,7 +52,6 @@ __all__ = [
     "course_model_config",
     "course_model_dir",
     "course_model_reference",
-    "model_card",
 ]
 
 _REFERENCE_FILE = Path(__file__).with_name("course_model_reference.json")
@@ -83,14 +82,12 @@ def course_model_reference() -> dict[str, Any]:
         return {}
 
 
-def model_card(info: dict[str, Any]) -> str:
+def _model_card(info: dict[str, Any]) -> str:
     """The course model's card (Markdown): use, data, procedure, perplexity, limitations.
 
     ``info`` holds what a build measured (``n_params``, ``validation_perplexity``,
     ``test_perplexity``, ``validation_loss``, ``seconds``, ...), as written by
     :func:`build_course_model`.
-
-    Chapter 1, *Pretraining objectives*.
     """
     r = info.get("recipe", asdict(COURSE_RECIPE))
     shape = info.get("shape", _COURSE_SHAPE)
@@ -168,7 +165,7 @@ def course_model_card(for_display: bool = False) -> str:
     if not ref:
         raise CheckpointError(f"{_REFERENCE_FILE.name} is missing from the package; run "
                               f"`{REBUILD_COMMAND}` to build the course model and read its README.md.")
-    card = model_card(ref)
+    card = _model_card(ref)
     if not for_display:
         return card
     body = card.split("\n---\n", 1)[1].lstrip("\n")
@@ -212,7 +209,7 @@ def build_course_model(output: str | os.PathLike[str] | None = None, *, progress
         p = perplexity(model, tokenizer, split=split, window=DEFAULT_WINDOW, stride=DEFAULT_STRIDE)
         info[f"{split}_loss"] = p.mean_nll
         info[f"{split}_perplexity"] = p.perplexity
-    save_model(model, tokenizer, target, info=info, card=model_card(info))
+    save_model(model, tokenizer, target, info=info, card=_model_card(info))
     if verbose:
         print(f"Saved to {target} in {seconds:.0f} s of training: validation perplexity "
               f"{info['validation_perplexity']:.3f}, test perplexity {info['test_perplexity']:.3f}.",

@@ -66,11 +66,8 @@ class Perplexity:
                 f"{self.n_tokens:,} tokens of {self.text}; window {self.window}, stride {self.stride})")
 
 
-def context_length(model: PreTrainedModel) -> int | None:
-    """The longest sequence the model takes (its position count), or None if it has no limit.
-
-    Chapter 1, *Pretraining objectives*.
-    """
+def _context_length(model: PreTrainedModel) -> int | None:
+    """The longest sequence the model takes (its position count), or None if it has no limit."""
     cfg = model.config
     for name in ("n_positions", "max_position_embeddings", "n_ctx"):
         value = getattr(cfg, name, None)
@@ -125,7 +122,7 @@ def perplexity(
     if type(model).__name__.endswith("ForMaskedLM"):
         raise ValueError("perplexity() measures causal (decoder-only) language models; a masked LM "
                          "does not predict the next token. Use objective_loss() instead.")
-    context = context_length(model)
+    context = _context_length(model)
     if window is None:
         window = min(DEFAULT_WINDOW, context) if context else DEFAULT_WINDOW
     if not isinstance(window, int) or window < 2:
@@ -263,7 +260,7 @@ def continue_text(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, pr
     """
     ids = [tokenizer.eos_token_id] + tokenizer(prompt, add_special_tokens=False)["input_ids"]
     device = next(model.parameters()).device
-    context = context_length(model)
+    context = _context_length(model)
     if context is not None and len(ids) + max_new_tokens > context:
         max_new_tokens = max(0, context - len(ids))
     x = torch.tensor([ids], device=device)

@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from course_lib.base import env
-from course_lib.base.tables import Table
 from course_lib.text import data
 
 if TYPE_CHECKING:
@@ -50,7 +49,6 @@ __all__ = [
     "Architecture",
     "CheckpointError",
     "ModelUnavailableError",
-    "architecture_table",
     "blocks",
     "build_model",
     "check_checkpoint",
@@ -58,7 +56,6 @@ __all__ = [
     "count_parameters",
     "course_model_dir",
     "load_model",
-    "load_tokenizer",
     "model_class",
     "read_training",
     "rebuild_hint",
@@ -130,17 +127,6 @@ ARCHITECTURES: dict[str, Architecture] = {
         "T5, BART",
     ),
 }
-
-
-def architecture_table() -> Table:
-    """The three architectures side by side: objective, attention and typical tasks (chapter 1).
-
-    Chapter 1, *Pretraining objectives*.
-    """
-    rows = [[a.family, a.model_class, a.objective, a.attention, a.typical_tasks, a.examples]
-            for a in ARCHITECTURES.values()]
-    return Table(["architecture", "transformers class", "pretraining objective", "attention",
-                  "typical tasks", "examples"], rows)
 
 
 def check_kind(kind: str) -> str:
@@ -494,23 +480,3 @@ def load_model(name_or_path: str | os.PathLike[str]) -> PreTrainedModel:
             f"The checkpoint at {str(path)!r} could not be read ({type(err).__name__}: "
             f"{str(err)[:200]}). It is probably damaged. {rebuild_hint(path)}") from None
     return name_loss(model).eval()
-
-
-def load_tokenizer(name_or_path: str | os.PathLike[str]) -> PreTrainedTokenizerBase:
-    """Load the tokenizer saved next to a model (local directory, or hub id when online).
-
-    Chapter 1, *Pretraining objectives*.
-    """
-    from transformers import AutoTokenizer
-
-    text = os.fspath(name_or_path)
-    path = Path(os.path.expanduser(text))
-    if isinstance(name_or_path, os.PathLike) or path.exists() or not _is_hub_id(text):
-        if not (path / "tokenizer.json").is_file() and not (path / "tokenizer_config.json").is_file():
-            raise CheckpointError(f"No tokenizer files in {str(path)!r}. {rebuild_hint(path)}")
-        return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-    if not env.is_online():
-        raise ModelUnavailableError(
-            f"Cannot load the tokenizer of {text!r}: the hub is not reachable. Offline, use "
-            "course_lib.text.data.course_tokenizer() with the course model.")
-    return AutoTokenizer.from_pretrained(text)

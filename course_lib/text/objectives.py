@@ -13,18 +13,14 @@ Every objective turns the same raw token sequences into a different (input, targ
   ``<extra_id_1>``, ... in order); the target lists each sentinel followed by the tokens it hid.
   As in T5, both the input and the target end with ``</s>``.
 
-Each builder returns a dict of ``torch`` tensors (``input_ids``, ``attention_mask``, ``labels``),
-accepts a ``torch.Generator`` (or an int seed) for reproducible randomness, and has a display
-helper (``show_masked_lm``, ``show_causal_lm``, ``show_span_corruption``) that returns a
-:class:`TokenDisplay`: HTML for notebooks (``IPython.display.HTML(view.html)``, or just put the
-object last in a cell) and plain text for terminals (``print(view)``).
+Each builder returns a dict of ``torch`` tensors (``input_ids``, ``attention_mask``, ``labels``)
+and accepts a ``torch.Generator`` (or an int seed) for reproducible randomness. Chapter 1 shows
+their batches token by token with :mod:`course_lib.chapters.ch01`'s ``show_*`` views.
 """
 
 from __future__ import annotations
 
-import html as _html
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Union
 
 import torch
@@ -36,16 +32,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "IGNORE_INDEX",
-    "TokenDisplay",
     "causal_lm_batch",
-    "corrupt_spans",
     "mask_tokens",
     "masked_lm_batch",
+    "objective_batch",
     "random_spans_noise_mask",
     "reconstruct_from_spans",
-    "show_causal_lm",
-    "show_masked_lm",
-    "show_span_corruption",
     "span_corruption_batch",
     "span_counts",
 ]
@@ -359,7 +351,7 @@ def random_spans_noise_mask(
     return mask
 
 
-def corrupt_spans(
+def _corrupt_spans(
     token_ids: Sequence[int], noise_mask: torch.Tensor | Sequence[bool],
     sentinels: Sequence[int], eos_id: int | None,
 ) -> tuple[list[int], list[int]]:
@@ -368,8 +360,6 @@ def corrupt_spans(
     The k-th noise span becomes ``sentinels[k]`` in the input; the target is ``sentinels[0]``,
     the hidden tokens of span 0, ``sentinels[1]``, the tokens of span 1, ... Both end with
     ``eos_id`` (pass None to leave it out).
-
-    Chapter 1, *Pretraining objectives*.
     """
     if isinstance(noise_mask, torch.Tensor):
         noise_mask = noise_mask.tolist()
@@ -408,7 +398,7 @@ def reconstruct_from_spans(
 
     Each sentinel in the input is replaced by the tokens that follow the same sentinel in the
     target, up to the next sentinel or ``eos_id``. Padding (-100 or anything after ``eos_id``)
-    is ignored. This is the exact inverse of :func:`corrupt_spans`.
+    is ignored. This undoes what :func:`span_corruption_batch` does to each sequence.
 
     Chapter 1, *Pretraining objectives*.
     """
@@ -477,219 +467,13 @@ def span_corruption_batch(
                 "needs at least 2 tokens. Drop or merge very short texts first."
             )
         mask = random_spans_noise_mask(len(seq), noise_density, mean_noise_span_length, g)
-        x, y = corrupt_spans(seq, mask, sentinels, eos)
+        x, y = _corrupt_spans(seq, mask, sentinels, eos)
         inputs.append(x)
         targets.append(y)
     input_ids, attention = _pad(inputs, pad)
     label_ids, label_mask = _pad(targets, pad)
     labels = label_ids.masked_fill(label_mask == 0, IGNORE_INDEX)
     return {"input_ids": input_ids, "attention_mask": attention, "labels": labels}
-
-
-# ---------------------------------------------------------------------------------------------
-# Display
-# ---------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class TokenDisplay:
-    """A token-by-token view of one example: ``html`` for notebooks, ``text`` for terminals.
-
-    Chapter 1, *Pretraining objectives*.
-    """
-
-    html: str
-    text: str
-
-    def _repr_html_(self) -> str:
-        return self.html
-
-    def __str__(self) -> str:
-        return self.text
-
-
-_STYLE_BASE = (
-    "display:inline-block;margin:1px;padding:1px 3px;border-radius:3px;white-space:pre;"
-    "font-family:monospace;font-size:90%;"
-)
-_COLOURS = {
-    "mask": ("#ffd166", "#000"),     # amber: replaced by <mask>
-    "random": ("#ef476f", "#fff"),   # red: replaced by a random token
-    "kept": ("#06d6a0", "#000"),     # green: selected but left unchanged
-    "special": ("#e9ecef", "#6c757d"),
-    "pad": ("#f8f9fa", "#adb5bd"),
-    "plain": ("#ffffff", "#000"),
-}
-_SPAN_PALETTE = (
-    "#8ecae6", "#ffb703", "#b5e48c", "#f4a261", "#cdb4db", "#ff8fab", "#90be6d", "#ffd6a5",
-)
-
-
-def _token_text(tokenizer: PreTrainedTokenizerBase, token_id: int) -> str:
-    if token_id in (IGNORE_INDEX,):
-        return "-100"
-    if token_id in set(tokenizer.all_special_ids):
-        return tokenizer.convert_ids_to_tokens(int(token_id))
-    return tokenizer.decode([int(token_id)])
-
-
-def _chip(
-    text: str, kind: str = "plain", title: str | None = None, colour: str | None = None
-) -> str:
-    bg, fg = _COLOURS[kind]
-    if colour is not None:
-        bg, fg = colour, "#000"
-    tip = f' title="{_html.escape(title, quote=True)}"' if title else ""
-    return (f'<span style="{_STYLE_BASE}background:{bg};color:{fg};border:1px solid #ccc"{tip}>'
-            f"{_html.escape(text)}</span>")
-
-
-def _row(tensor_or_list: Any, row: int) -> list[int]:
-    if isinstance(tensor_or_list, torch.Tensor):
-        if tensor_or_list.dim() == 1:
-            return [int(v) for v in tensor_or_list.tolist()]
-        return [int(v) for v in tensor_or_list[row].tolist()]
-    data = list(tensor_or_list)
-    if data and isinstance(data[0], (list, tuple)):
-        return [int(v) for v in data[row]]
-    return [int(v) for v in data]
-
-
-def _legend(items: Sequence[tuple[str, str]]) -> str:
-    return "<div style='margin:4px 0;font-size:85%'>" + " ".join(
-        _chip(label, kind) for label, kind in items) + "</div>"
-
-
-def show_masked_lm(
-    batch: Mapping[str, Any], tokenizer: PreTrainedTokenizerBase, row: int = 0
-) -> TokenDisplay:
-    """Show one masked-LM example: which tokens were masked, randomised or kept, and their labels.
-
-    Colours: amber = replaced by ``<mask>``, red = replaced by a random token, green = selected
-    but unchanged; hover a coloured token for the label it must predict. The text form writes
-    ``[<mask>→cup]``, ``[dog→cup]`` (random) and ``[=cup]`` (kept).
-
-    Chapter 1, *Pretraining objectives*.
-    """
-    ids = _row(batch["input_ids"], row)
-    labels = _row(batch["labels"], row)
-    attention = _row(batch["attention_mask"], row) if "attention_mask" in batch else [1] * len(ids)
-    mask_id = getattr(tokenizer, "mask_token_id", None)
-    specials = set(tokenizer.all_special_ids)
-    chips, words = [], []
-    counts = {"mask": 0, "random": 0, "kept": 0}
-    for tok, lab, att in zip(ids, labels, attention):
-        if not att:
-            continue
-        shown = _token_text(tokenizer, tok)
-        if lab == IGNORE_INDEX:
-            kind = "special" if tok in specials else "plain"
-            chips.append(_chip(shown, kind))
-            words.append(shown)
-            continue
-        target = _token_text(tokenizer, lab)
-        kind = "mask" if tok == mask_id else ("kept" if tok == lab else "random")
-        counts[kind] += 1
-        chips.append(_chip(shown, kind, title=f"label: {target!r}"))
-        words.append(f"[={target}]" if kind == "kept" else f"[{shown}→{target}]")
-    n_real = sum(1 for t, a in zip(ids, attention) if a and t not in specials)
-    n_sel = sum(counts.values())
-    summary = (f"{n_sel} of {n_real} ordinary tokens selected: {counts['mask']} masked, "
-               f"{counts['random']} random, {counts['kept']} kept")
-    html = (
-        "<div>" + _legend([("<mask>", "mask"), ("random", "random"), ("kept", "kept"),
-                           ("special", "special")])
-        + "<div style='line-height:1.9'>" + "".join(chips) + "</div>"
-        + f"<div style='font-size:85%;color:#555'>{_html.escape(summary)}</div></div>"
-    )
-    return TokenDisplay(html=html, text="".join(words) + "\n" + summary)
-
-
-def show_causal_lm(
-    batch: Mapping[str, Any], tokenizer: PreTrainedTokenizerBase, row: int = 0, max_tokens: int = 64
-) -> TokenDisplay:
-    """Show one causal-LM example as pairs: each input token above the next token it must predict.
-
-    The labels equal the inputs; the model shifts them, so the target under position *t* is the
-    label at *t+1*. Padding (label -100) is greyed out and never predicted.
-
-    Chapter 1, *Pretraining objectives*.
-    """
-    ids = _row(batch["input_ids"], row)[:max_tokens]
-    labels = _row(batch["labels"], row)[: max_tokens + 1]
-    specials = set(tokenizer.all_special_ids)
-    top, bottom, lines = [], [], []
-    for t, tok in enumerate(ids):
-        nxt = labels[t + 1] if t + 1 < len(labels) else IGNORE_INDEX
-        shown = _token_text(tokenizer, tok)
-        if labels[t] == IGNORE_INDEX and nxt == IGNORE_INDEX:
-            kind = "pad"
-        else:
-            kind = "special" if tok in specials else "plain"
-        top.append(f"<td>{_chip(shown, kind)}</td>")
-        if nxt == IGNORE_INDEX:
-            bottom.append(f"<td>{_chip('·', 'pad', title='nothing to predict')}</td>")
-            if kind != "pad":
-                lines.append(f"{shown!r:>16} → (end)")
-        else:
-            target = _token_text(tokenizer, nxt)
-            bottom.append(f"<td>{_chip(target, 'mask', title='next-token target')}</td>")
-            lines.append(f"{shown!r:>16} → {target!r}")
-    html = (
-        "<table style='border-collapse:collapse'><tr><th style='text-align:right'>input</th>"
-        + "".join(top) + "</tr><tr><th style='text-align:right'>predicts</th>"
-        + "".join(bottom) + "</tr></table>"
-    )
-    return TokenDisplay(html=html, text="\n".join(lines))
-
-
-def show_span_corruption(
-    batch: Mapping[str, Any], tokenizer: PreTrainedTokenizerBase, row: int = 0
-) -> TokenDisplay:
-    """Show one span-corruption example: the input with sentinels, and the target they point to.
-
-    Each sentinel and the tokens it hides share one colour, in the input and in the target. The
-    text form prints the input and target on two lines, plus the rebuilt original.
-
-    Chapter 1, *Pretraining objectives*.
-    """
-    sentinels = sentinel_ids(tokenizer)
-    number = {s: k for k, s in enumerate(sentinels)}
-    eos = getattr(tokenizer, "eos_token_id", None)
-    pad = getattr(tokenizer, "pad_token_id", None)
-    ids = _row(batch["input_ids"], row)
-    attention = _row(batch["attention_mask"], row) if "attention_mask" in batch else [1] * len(ids)
-    labels = [t for t in _row(batch["labels"], row) if t != IGNORE_INDEX]
-    ids = [t for t, a in zip(ids, attention) if a and t != pad]
-
-    def render(seq: Sequence[int]) -> tuple[str, str]:
-        chips, words, colour = [], [], None
-        for tok in seq:
-            shown = _token_text(tokenizer, tok)
-            if tok in number:
-                colour = _SPAN_PALETTE[number[tok] % len(_SPAN_PALETTE)]
-                chips.append(_chip(shown, colour=colour, title=f"sentinel {number[tok]}"))
-                words.append(f" {shown}")
-            elif tok == eos:
-                chips.append(_chip(shown, "special"))
-                words.append(shown)
-                colour = None
-            else:
-                in_target_span = colour is not None and seq is labels
-                chips.append(_chip(shown, colour=colour) if in_target_span else _chip(shown))
-                words.append(shown)
-        return "".join(chips), "".join(words)
-
-    in_html, in_text = render(ids)
-    out_html, out_text = render(labels)
-    original = tokenizer.decode(reconstruct_from_spans(ids, labels, sentinels, eos))
-    html = (
-        "<div style='line-height:1.9'><b>input (encoder)</b><br>" + in_html
-        + "<br><b>target (decoder)</b><br>" + out_html
-        + "<br><span style='font-size:85%;color:#555'>rebuilt: "
-        + f"{_html.escape(original)}</span></div>"
-    )
-    text = f"input : {in_text}\ntarget: {out_text}\nrebuilt: {original}"
-    return TokenDisplay(html=html, text=text)
 
 
 def objective_batch(kind: str, windows: list[list[int]], tokenizer: PreTrainedTokenizerBase,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -27,7 +27,6 @@ __all__ = [
     "SCALING_SIZES",
     "ScalingPoint",
     "fit_power_law",
-    "plot_scaling",
     "scaling_models",
     "scaling_study",
     "validation_loss",
@@ -141,41 +140,3 @@ def fit_power_law(x: Sequence[float], y: Sequence[float]) -> tuple[float, float,
     ss_tot = float(((ly - my) ** 2).sum())
     r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 0.0
     return math.exp(intercept), -slope, r2
-
-
-def plot_scaling(points: Sequence[ScalingPoint], fit: bool = True) -> Any:
-    """Two log-log panels: held-out loss against non-embedding parameters and against C = 6·N·D.
-
-    Chapter 1, *Pretraining objectives*.
-    """
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import FormatStrFormatter, NullFormatter
-
-    from course_lib.base.plots import use_course_style
-
-    use_course_style()
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
-    loss = [p.validation_loss for p in points]
-    for ax, xs, label in ((axes[0], [p.n_non_embedding for p in points], "non-embedding parameters N"),
-                          (axes[1], [p.compute for p in points], "training compute C = 6·N·D (FLOPs)")):
-        ax.plot(xs, loss, "o", color="#4C72B0", ms=8, label="tiny GPT-2s (same tokens)")
-        for p, xv in zip(points, xs):
-            ax.annotate(f"h{p.hidden}·L{p.layers}", (xv, p.validation_loss), textcoords="offset points",
-                        xytext=(5, 5), fontsize=9)
-        if fit and len(points) >= 3:
-            a, alpha, r2 = fit_power_law(xs, loss)
-            grid = [min(xs) * (max(xs) / min(xs)) ** (i / 50) for i in range(51)]
-            ax.plot(grid, [a * g ** -alpha for g in grid], "--", color="#C44E52",
-                    label=f"fit: L = {a:.3g}·x^(-{alpha:.3f}), R² = {r2:.2f}")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.yaxis.set_major_formatter(FormatStrFormatter("%.1f"))
-        ax.yaxis.set_minor_formatter(FormatStrFormatter("%.1f"))
-        ax.set_xlabel(label)
-        ax.set_ylabel("validation loss (nats/token)")
-        ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.18), frameon=False)
-    axes[0].set_title("Loss against model size")
-    axes[1].set_title("Loss against compute")
-    fig.tight_layout()
-    return fig

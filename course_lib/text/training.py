@@ -35,8 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Recipe",
     "TrainedModel",
-    "cache_key",
-    "plot_loss_curves",
+    "backward_micro_batches",
     "train",
     "train_model",
     "training_batches",
@@ -141,6 +140,28 @@ def _is_fsdp(model: torch.nn.Module) -> bool:
     return isinstance(model, FSDPModule)
 
 
+def backward_micro_batches(model: torch.nn.Module, micro_batches: Sequence[dict[str, torch.Tensor]],
+                           device: torch.device, no_sync: bool = True) -> list[float]:
+    """Forward and backward each micro-batch, gradients summed; return each micro-batch's loss.
+
+    Each loss is divided by the number of micro-batches, so the summed gradient is the gradient
+    of their mean. With ``no_sync`` and a model that has ``no_sync()`` (DDP), gradients are
+    all-reduced only in the last micro-batch's backward pass.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    losses = []
+    for i, batch in enumerate(micro_batches):
+        batch = {k: v.to(device) for k, v in batch.items()}
+        last = i == len(micro_batches) - 1
+        skip_sync = no_sync and not last and hasattr(model, "no_sync")
+        with model.no_sync() if skip_sync else contextlib.nullcontext():
+            loss = model(**batch).loss
+            (loss / len(micro_batches)).backward()
+        losses.append(float(loss.item()))
+    return losses
+
+
 def train(
     model: PreTrainedModel,
     kind: str,
@@ -197,15 +218,7 @@ def train(
     for step, micro_batches in enumerate(bar):
         for group in opt.param_groups:
             group["lr"] = recipe.lr_at(step)
-        losses = []
-        for i, batch in enumerate(micro_batches):
-            batch = {k: v.to(device) for k, v in batch.items()}
-            last = i == len(micro_batches) - 1
-            skip_sync = no_sync and not last and hasattr(model, "no_sync")
-            with model.no_sync() if skip_sync else contextlib.nullcontext():
-                loss = model(**batch).loss
-                (loss / len(micro_batches)).backward()
-            losses.append(float(loss.item()))
+        losses = backward_micro_batches(model, micro_batches, device, no_sync)
         torch.nn.utils.clip_grad_norm_(trainable, recipe.clip)
         opt.step()
         history.append(sum(losses) / len(losses))
@@ -256,7 +269,7 @@ def _config_blob(config: PretrainedConfig) -> dict[str, Any]:
     return blob
 
 
-def cache_key(kind: str, config: PretrainedConfig, recipe: Recipe,
+def _cache_key(kind: str, config: PretrainedConfig, recipe: Recipe,
               tokenizer: PreTrainedTokenizerBase, texts: Sequence[str] | None = None) -> str:
     """The hash that names a cached model: kind, config, recipe, tokenizer and corpus version.
 
@@ -302,7 +315,7 @@ def train_model(
 
     ``config`` defaults to ``models.tiny_config(kind)``, ``recipe`` to ``Recipe()``, ``tokenizer`` to the
     course tokenizer, ``texts`` to the course's training split. With ``cache=True`` the result is
-    stored under ``cache_dir()/models/<kind>-<cache_key>`` and later calls with the same config,
+    stored under ``cache_dir()/models/<kind>-<key>`` and later calls with the same config,
     recipe, tokenizer and corpus load it: same loss history, same weights, no training.
 
     Chapter 1, *Pretraining objectives*.
@@ -317,7 +330,7 @@ def train_model(
         raise ValueError(f"The config's vocab_size ({config.vocab_size}) is smaller than the "
                          f"tokenizer ({len(tokenizer)} tokens); build it with models.tiny_config(kind, tokenizer).")
     recipe = recipe if recipe is not None else Recipe()
-    directory = env.cache_dir() / "models" / f"{kind}-{cache_key(kind, config, recipe, tokenizer, texts)}"
+    directory = env.cache_dir() / "models" / f"{kind}-{_cache_key(kind, config, recipe, tokenizer, texts)}"
     if cache and (directory / models.TRAINING_FILE).is_file():
         cached = _load_cached(kind, directory, tokenizer, recipe)
         if cached is not None:
@@ -337,37 +350,3 @@ def train_model(
         except OSError:
             saved = None  # an unwritable cache only costs a retrain next time
     return TrainedModel(kind, model, tokenizer, recipe, history, seconds, False, saved, info)
-
-
-def plot_loss_curves(results: Sequence[TrainedModel], smooth: int = 10,
-                     baseline: float | None = None) -> Any:
-    """Training loss per step of each model (thin) and its running mean over ``smooth`` steps (thick).
-
-    ``baseline`` draws a horizontal line, e.g. the context-free loss of :func:`unigram_baseline`.
-
-    Chapter 1, *Pretraining objectives*.
-    """
-    import matplotlib.pyplot as plt
-
-    from course_lib.base.plots import use_course_style
-
-    use_course_style()
-    fig, ax = plt.subplots()
-    colours = {"bert": "#4C72B0", "gpt2": "#C44E52", "t5": "#55A868"}
-    for r in results:
-        h = r.history
-        run = [sum(h[max(0, i - smooth + 1):i + 1]) / len(h[max(0, i - smooth + 1):i + 1])
-               for i in range(len(h))]
-        c = colours.get(r.kind, None)
-        ax.plot(range(1, len(h) + 1), h, color=c, alpha=0.25, lw=1)
-        ax.plot(range(1, len(h) + 1), run, color=c, lw=2,
-                label=f"{models.ARCHITECTURES[r.kind].model_class}: {models.ARCHITECTURES[r.kind].objective.split(':')[0]}")
-    if baseline is not None:
-        ax.axhline(baseline, color="black", ls="--", lw=1,
-                   label=f"context-free (unigram) loss {baseline:.2f}")
-    ax.set_xlabel("training step")
-    ax.set_ylabel("training loss (nats per predicted token)")
-    ax.set_title("Three tiny models, three objectives")
-    ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2, frameon=False)
-    fig.tight_layout()
-    return fig

@@ -1,4 +1,4 @@
-"""Fixtures for the browser tests: Debian's chromium through Playwright, loopback-only networking."""
+"""Fixtures for the browser tests: a chromium (or Chrome) through Playwright, loopback-only networking."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -19,7 +20,6 @@ from pathlib import Path
 import nbformat
 import pytest
 
-CHROMIUM = os.environ.get("COURSE_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_FLAGS = [
     "--headless",
     "--no-sandbox",
@@ -48,14 +48,54 @@ def is_loopback(url: str) -> bool:
     return parsed.hostname in ("127.0.0.1", "localhost", "::1")
 
 
-@pytest.fixture(scope="session")
-def browser():
-    if not Path(CHROMIUM).exists() and not shutil.which(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} not found: install Debian's chromium (apt-get install chromium) or set COURSE_CHROMIUM")
+def renders_headless(path: str) -> str:
+    """Why the browser at ``path`` cannot render a page headless with the course's flags ('' if it can).
+
+    A path can exist and still not run: on Ubuntu, /usr/bin/chromium-browser is a stub asking for a snap.
+    """
+    with tempfile.TemporaryDirectory() as profile:
+        try:
+            done = subprocess.run([path, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom",
+                                   "data:text/html,<p>ok</p>"], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as err:
+            return str(err)
+    if "<p>ok</p>" in done.stdout:
+        return ""
+    return (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1][:200]
+
+
+def find_browser() -> str:
+    """The first browser that renders headless: $COURSE_BROWSER if set (and then only it), Debian's
+    chromium, Google Chrome (preinstalled on GitHub's ubuntu-24.04 runners), Playwright's own chromium
+    if one was downloaded (``python -m playwright install chromium``). Nothing is downloaded here."""
+    if os.environ.get("COURSE_BROWSER"):
+        path = shutil.which(os.environ["COURSE_BROWSER"]) or os.environ["COURSE_BROWSER"]
+        if why := renders_headless(path):
+            pytest.fail(f"COURSE_BROWSER={path} does not run headless: {why}")
+        return path
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        playwrights = p.chromium.executable_path
+    tried = []
+    for path in ("/usr/bin/chromium", "/usr/bin/google-chrome", playwrights):
+        if not Path(path).exists():
+            continue
+        if not (why := renders_headless(path)):
+            return path
+        tried.append(f"{path} ({why})")
+    pytest.skip("no browser runs headless" + (f" (tried {'; '.join(tried)})" if tried else "") +
+                ": install Debian's chromium (apt-get install chromium) or Google Chrome, "
+                "or set COURSE_BROWSER=/path/to/chrome")
+
+
+@pytest.fixture(scope="session")
+def browser():
+    path = find_browser()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=path, args=CHROMIUM_FLAGS)
         yield browser
         browser.close()
 

@@ -1,10 +1,11 @@
 /*
  * The course's bit explorer: an exact number-format codec in JavaScript, and the explorer drawn
- * on top of it. course_lib/bit_explorer.py inlines this file into every explorer it shows, so the
- * explorer answers clicks in JupyterLab, in Colab and in the static book alike, with no kernel.
+ * on top of it. course_lib/numbers/bit_explorer.py inlines this file into every explorer it shows,
+ * so the explorer answers clicks in JupyterLab, in Colab and in the static book alike, with no
+ * kernel.
  *
- * The codec follows the same rules as course_lib/formats.py, and the browser tests compare the two
- * on every bit pattern of FP16, BF16, E4M3 and E5M2:
+ * The codec follows the same rules as course_lib/numbers/formats.py, and the browser tests compare
+ * the two on every bit pattern of FP16, BF16, E4M3 and E5M2:
  *   - a float format is 1 sign bit, e exponent bits (bias 2**(e-1)-1 unless given), m mantissa
  *     bits, and a special-value convention: "ieee" (all-ones exponent = inf/NaN), "fn" (OCP E4M3FN:
  *     no inf, NaN only S.1111.111), "fnuz" (no inf, no -0, NaN = 1.000..0) or "none" (all finite);
@@ -133,7 +134,7 @@
     float8_e4m3fnuz: "e4m3fnuz", float8_e5m2fnuz: "e5m2fnuz", e2m1: "fp4_e2m1", fp4: "fp4_e2m1",
   };
 
-  /** A format from a name ('fp16', 'e4m3', 'e3m2', 'int8', ...) like formats.get_format, or a spec object. */
+  /** A format from a name ('fp16', 'e4m3', 'e3m2', 'int8', ...) like format_specs.get_format, or a spec object. */
   function getFormat(spec) {
     if (spec && typeof spec === "object") {
       if (spec.kind === "float" || spec.kind === "int") {
