@@ -4,10 +4,57 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Sequence
+from typing import Any, Sequence
 
 from course_lib.base.tables import Table
-from course_lib.numbers import memory
+from course_lib.numbers import i18n, memory
+
+#: The memory command's flags that take a number: argparse reads a negative one (-7e9) as a flag.
+_NUMBER_FLAGS = ("--params", "--batch", "--seq-len", "--gpus", "--zero")
+
+
+def _join_negative_numbers(argv: Sequence[str] | None) -> list[str]:
+    """``--params -7e9`` as ``--params=-7e9``, the same to argparse, so that the value reaches its check."""
+    out: list[str] = []
+    for arg in sys.argv[1:] if argv is None else argv:
+        if out and out[-1] in _NUMBER_FLAGS and arg.startswith("-") and memory.read_count(arg) is not None:
+            out[-1] = f"{out[-1]}={arg}"
+        else:
+            out.append(arg)
+    return out
+
+
+class _Once(argparse.Action):
+    """Store a flag's value; a flag given twice is refused (argparse alone silently keeps the last)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        given = vars(namespace).setdefault("_given", set())
+        if self.dest in given:
+            raise argparse.ArgumentError(self, "given twice; give each flag once")
+        given.add(self.dest)
+        setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
+
+
+def _whole_count(what: str, limit: int | None = None):
+    """A parser for --batch or --seq-len with course_lib.numbers.memory's checks and messages."""
+
+    def parse(text: str) -> int:
+        try:
+            value: float = int(text)
+        except ValueError:
+            try:
+                value = float(text)  # 1e5
+            except ValueError:
+                message = f"{i18n.text(what)} must be a whole number >= 1, got {text!r}"
+                raise argparse.ArgumentTypeError(message) from None
+            value = int(value) if value.is_integer() else value
+        try:
+            return int(memory.check_count(value, what, limit))
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    return parse
 
 
 def _count(text: str) -> float:
@@ -75,29 +122,35 @@ def build_parser() -> argparse.ArgumentParser:
         "states, activations, temporaries) and say which GPUs it fits on.",
     )
     group = mem.add_mutually_exclusive_group()
-    group.add_argument("--params", type=_count, help="parameter count, e.g. 7e9, 7B, 125M (default 1B)")
+    group.add_argument("--params", type=_count, action=_Once, help="parameter count, e.g. 7e9, 7B, 125M (default 1B)")
     group.add_argument(
-        "--preset", type=_name(memory.MODEL_PRESETS, "preset"), help=f"a named shape: {', '.join(memory.MODEL_PRESETS)}"
+        "--preset", type=_name(memory.MODEL_PRESETS, "preset"), action=_Once,
+        help=f"a named shape: {', '.join(memory.MODEL_PRESETS)}",
     )
     mem.add_argument(
         "--precision",
+        action=_Once,
         type=_name(memory.PRECISIONS, "precision"),
         default="fp32",
         help=f"one of {', '.join(memory.PRECISIONS)} (default fp32)",
     )
     mem.add_argument(
         "--optimizer",
+        action=_Once,
         type=_name(memory.OPTIMIZERS, "optimizer"),
         default="adam",
         help=f"one of {', '.join(memory.OPTIMIZERS)} (default adam)",
     )
-    mem.add_argument("--batch", type=_positive_int("batch size"), default=1, help="sequences per GPU (default 1)")
-    mem.add_argument(
-        "--seq-len", type=_positive_int("sequence length"), default=2048, help="tokens per sequence (default 2048)"
-    )
-    mem.add_argument("--gpus", type=_positive_int("number of GPUs"), default=1, help="data-parallel GPUs (default 1)")
-    mem.add_argument("--zero", type=_zero_stage, default=0, help="ZeRO stage 0-3; 3 = FSDP full sharding (default 0)")
-    mem.add_argument("--checkpointing", action="store_true", help="activation checkpointing (full recomputation)")
+    mem.add_argument("--batch", type=_whole_count("calc_what_batch"), action=_Once, default=1,
+                     help="sequences per GPU (default 1)")
+    mem.add_argument("--seq-len", type=_whole_count("calc_what_seq_len", memory.MAX_SEQ_LEN), action=_Once,
+                     help="tokens per sequence (default 2048, or a preset's positions if fewer)")
+    mem.add_argument("--gpus", type=_positive_int("number of GPUs"), action=_Once, default=1,
+                     help="data-parallel GPUs (default 1)")
+    mem.add_argument("--zero", type=_zero_stage, action=_Once, default=0,
+                     help="ZeRO stage 0-3; 3 = FSDP full sharding (default 0; on one GPU it shards nothing)")
+    mem.add_argument("--checkpointing", action=_Once, nargs=0, const=True, default=False,
+                     help="activation checkpointing (full recomputation)")
 
     course = sub.add_parser(
         "train-course-model",
@@ -106,32 +159,41 @@ def build_parser() -> argparse.ArgumentParser:
         "with its config, tokenizer, training record and model card (README.md).",
     )
     course.add_argument("--output", default=None, help="directory to write (default: the course cache, "
-                        "where course_lib.text.course_model.course_model() looks)")
+                        "where course_lib.text.course_model.course_model() looks); an old course "
+                        "model there is replaced, a folder holding other files never is")
+    course.add_argument("--overwrite", action="store_true",
+                        help="also replace a model directory that is not a course model (no training.json)")
     return parser
 
 
 def run_memory(args: argparse.Namespace) -> str:
     """The memory command's report as text."""
     if args.preset:
-        shape = memory.MODEL_PRESETS[args.preset]
+        shape = given = memory.MODEL_PRESETS[args.preset]
         n_params = shape.n_params
     else:
         n_params = args.params or 1e9
-        shape = memory.shape_for_params(n_params)
+        shape, given = memory.shape_for_params(n_params), None  # a guess: its positions are no limit
+    seq_len = args.seq_len or min(2048, shape.positions or 2048)
+    if given is not None:
+        try:
+            memory.check_context(given, seq_len)
+        except ValueError as err:
+            raise ValueError(f"argument --seq-len: {err} with --preset {args.preset}") from None
     b = memory.training_memory(
         n_params,
         precision=args.precision,
         optimizer=args.optimizer,
         batch=args.batch,
-        seq_len=args.seq_len,
+        seq_len=seq_len,
         gpus=args.gpus,
         zero_stage=args.zero,
-        shape=shape,
+        shape=given,
         activation_checkpointing=args.checkpointing,
     )
     head = (
         f"{n_params / 1e9:,.3g}B parameters ({shape.n_layers} layers, hidden {shape.hidden}, {shape.n_heads} heads), "
-        f"{b.precision}, {b.optimizer}, batch {args.batch} x {args.seq_len} tokens, "
+        f"{b.precision}, {b.optimizer}, batch {args.batch} x {seq_len} tokens, "
         f"{b.gpus} GPU(s), ZeRO stage {b.zero_stage}"
     )
     parts = [
@@ -149,7 +211,7 @@ def run_memory(args: argparse.Namespace) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse the arguments and run the chosen command; bad input exits with status 2 and a message."""
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(_join_negative_numbers(argv))
     if args.command == "check":
         from course_lib.base.env import check_env
 
@@ -157,18 +219,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(report)
         return 0 if report.ok else 1
     if args.command == "prepare":
+        from course_lib.base.env import CacheError
         from course_lib.prepare import prepare
+        from course_lib.text.models import CheckpointError
 
-        prepare()
+        try:
+            prepare()
+        except (CacheError, CheckpointError) as err:
+            print(f"python -m course_lib prepare: error: {err}", file=sys.stderr)
+            return 1
         return 0
     if args.command == "train-course-model":
         from course_lib.text.course_model import build_course_model
 
         try:
-            build_course_model(args.output)
+            build_course_model(args.output, overwrite=args.overwrite)
         except (ValueError, OSError) as err:
             print(f"python -m course_lib train-course-model: error: {err}", file=sys.stderr)
             return 2
+        except KeyboardInterrupt:
+            print("python -m course_lib train-course-model: interrupted; nothing was written", file=sys.stderr)
+            return 130
         return 0
     try:
         print(run_memory(args))

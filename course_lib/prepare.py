@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+from course_lib.base import env
 from course_lib.compression import prune, qat
 from course_lib.text import course_model, data, models, scaling, training
 
@@ -62,8 +63,12 @@ def steps() -> list[tuple[str, Callable[[], object]]]:
 def prepare(verbose: bool = True) -> None:
     """Run every preparation step (cached steps only load), printing each step and its time.
 
+    The cache is checked first: one that cannot be written raises
+    :class:`course_lib.base.env.CacheError` with the fix before anything trains.
+
     Used by the library's other modules.
     """
+    env.check_cache()
     for what, step in steps():
         start = time.perf_counter()
         if verbose:

@@ -1,14 +1,21 @@
 """The all-reduce sweep of chapter 10 (course_lib.hardware.allreduce_bench): default sizes, the
 nccl-tests bandwidth arithmetic on a made-up sweep, the table (with and without the fitted model),
 argument checks that start no process, the worker and the script's torchrun branch on a one-rank
-group in this process (the worker's result pickles, as the launcher needs); and, marked slow, a real sweep on 2 gloo ranks and the script starting its own ranks."""
+group in this process (the worker's result pickles, as the launcher needs); the script's bad flags,
+refused once and before any rank starts; and, marked slow, a real sweep on 2 gloo ranks and the
+script starting its own ranks."""
 
 from __future__ import annotations
 
+import os
 import pickle
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
+import torch
 
 from course_lib.hardware import allreduce_bench as cb
 from course_lib.hardware.allreduce_bench import AllReduceSweep
@@ -16,6 +23,7 @@ from course_lib.parallel import cost_model as cm
 from course_lib.parallel import launch
 
 KIB, MIB = 2**10, 2**20
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def made_up() -> AllReduceSweep:
@@ -142,6 +150,62 @@ def test_script_as_one_torchrun_rank(one_rank, capsys):
     out = capsys.readouterr().out
     assert "over 1 ranks (gloo)" in out and "1 KiB" in out and "4 KiB" in out
     assert not launch.dist.is_initialized()  # the worker left its group
+
+
+# --- the script's flags --------------------------------------------------------------------------
+
+def refusal(argv: list[str], capsys) -> str:
+    """What the script printed refusing its command line: status 2, nothing on stdout."""
+    with pytest.raises(SystemExit) as info:
+        cb.main(argv)
+    captured = capsys.readouterr()
+    assert info.value.code == 2 and captured.out == "", captured
+    return captured.err
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--sizes", "0"], "argument --sizes: must be a whole number >= 1, got '0'"),
+    (["--sizes", "4096", "-4"], "argument --sizes: must be a whole number >= 1, got '-4'"),
+    (["--sizes", "1001"], "--sizes 1001 is not a whole number of 4-byte fp32 elements; use a "
+                          "multiple of 4 (e.g. 1000)."),
+    (["--sizes", "1001", "--dtype", "bf16"], "--sizes 1001 is not a whole number of 2-byte bf16"),
+    (["--repeats", "0"], "argument --repeats: must be a whole number >= 1, got '0'"),
+    (["--warmup", "-1"], "argument --warmup: must be a whole number >= 0, got '-1'"),
+    (["--nprocs", "1"], "argument --nprocs: must be a whole number >= 2, got '1'"),
+    (["--nprocs", "64"], "--nprocs 64: 64 CPU ranks is more than this machine can run sensibly"),
+    (["--dtype", "int8"], "argument --dtype: invalid choice: 'int8'"),
+    (["--backend", "mpi"], "argument --backend: invalid choice: 'mpi'"),
+])
+def test_a_bad_flag_is_refused_before_any_rank_starts(monkeypatch, capsys, argv, message):
+    monkeypatch.delenv("RANK", raising=False)
+    err = refusal(argv, capsys)
+    assert err.count(message) == 1, err
+    assert "Traceback" not in err
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU, so NCCL may work")
+def test_nccl_without_gpus_is_refused_naming_the_flags(monkeypatch, capsys):
+    monkeypatch.delenv("RANK", raising=False)
+    err = refusal(["--backend", "nccl"], capsys)
+    assert "--backend nccl runs one rank per GPU: --nprocs 2 asked for, 0 GPU(s) here; use " \
+           "--backend gloo" in err
+
+
+def test_under_torchrun_only_rank_0_reports_a_bad_flag(one_rank, monkeypatch, capsys):
+    monkeypatch.setattr(launch, "RANK_ZERO_WAIT", 0.0)  # no torchrun here to stop this rank
+    monkeypatch.setenv("RANK", "1")
+    assert refusal(["--sizes", "1001"], capsys) == ""
+    monkeypatch.setenv("RANK", "0")
+    assert refusal(["--sizes", "1001"], capsys).count("--sizes 1001 is not") == 1
+
+
+def test_the_script_refuses_a_bad_flag_without_a_traceback():
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
+    command = [sys.executable, "-m", "course_lib.hardware.allreduce_bench", "--repeats", "0"]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stderr.count("argument --repeats: must be a whole number >= 1") == 1
+    assert "Traceback" not in done.stderr and done.stdout == ""
 
 
 # --- real processes -----------------------------------------------------------------------------

@@ -49,3 +49,88 @@ def test_bad_input_gives_a_message_not_a_traceback(args, message):
     assert out.returncode == 2
     assert message in out.stderr
     assert "Traceback" not in out.stderr
+
+
+# ------------------------------------------------------------------------------------------------
+# memory at the edges: refused in one line naming the flag, or noted; the library says the same
+# ------------------------------------------------------------------------------------------------
+
+from course_lib.numbers import memory
+
+
+def memory_in_process(capsys, *args):
+    """(exit status, stdout, stderr) of ``python -m course_lib memory ARGS``, run here (argparse exits)."""
+    try:
+        status = main(["memory", *args])
+    except SystemExit as stop:
+        status = stop.code
+    out = capsys.readouterr()
+    return status, out.out, out.err
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--params", "1e30"], "argument --params: number of parameters must be at most 1,000,000,000,000,000"),
+        (["--params", "0.5"], "argument --params: number of parameters must be a whole number >= 1, got 0.5"),
+        (["--params", "-7e9"], "argument --params: number of parameters must be a positive number"),
+        (["--params", "-7B"], "argument --params: number of parameters must be a positive number"),
+        (["--seq-len", "1e11"], "argument --seq-len: sequence length must be at most 100,000,000, got 100000000000"),
+        (["--seq-len", "100000000000"], "argument --seq-len: sequence length must be at most 100,000,000"),
+        (["--batch", "1.5"], "argument --batch: batch size must be a whole number >= 1, got 1.5"),
+        (["--preset", "gpt2-124M", "--seq-len", "4096"],
+         ("argument --seq-len: sequence length 4096 is longer than the model's context of 1024 positions; "
+          "use 1024 tokens or fewer with --preset gpt2-124M")),
+        (["--gpus", "2", "--gpus", "4"], "argument --gpus: given twice; give each flag once"),
+        (["--params", "7B", "--params", "7B"], "argument --params: given twice"),
+        (["--checkpointing", "--checkpointing"], "argument --checkpointing: given twice"),
+    ],
+)  # fmt: skip
+def test_memory_edges_are_refused_in_one_line_naming_the_flag(capsys, args, message):
+    status, out, err = memory_in_process(capsys, *args)
+    assert status == 2 and out == ""
+    errors = [line for line in err.splitlines() if "error:" in line]
+    assert len(errors) == 1 and message in errors[0], err
+    assert errors[0].startswith("python -m course_lib memory: error: argument --")
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "args, call",
+    [
+        (["--params", "0.5"], lambda: memory.training_memory(0.5)),
+        (["--params", "1e30"], lambda: memory.shape_for_params(1e30)),
+        (["--batch", "1.5"], lambda: memory.training_memory(1e9, batch=1.5)),
+        (["--seq-len", "100000000000"], lambda: memory.training_memory(1e9, seq_len=10**11)),
+        (["--preset", "gpt2-124M", "--seq-len", "4096"],
+         lambda: memory.training_memory(1e9, seq_len=4096, shape=memory.MODEL_PRESETS["gpt2-124M"])),
+    ],
+)  # fmt: skip
+def test_the_command_says_what_the_library_says(capsys, args, call):
+    with pytest.raises(ValueError) as library:
+        call()
+    _, _, err = memory_in_process(capsys, *args)
+    assert str(library.value) in err
+
+
+def test_zero_on_one_gpu_is_noted_not_refused(capsys):
+    status, out, _ = memory_in_process(capsys, "--zero", "3")
+    assert status == 0
+    assert "1 GPU(s), ZeRO stage 3" in out
+    assert "Note: ZeRO shards across GPUs: on one GPU it saves nothing, so these are stage 0's figures" in out
+    assert "Note: ZeRO" not in memory_in_process(capsys, "--zero", "3", "--gpus", "2")[1]
+
+
+def test_a_preset_shorter_than_2048_positions_takes_its_own_context_by_default(capsys):
+    status, out, _ = memory_in_process(capsys, "--preset", "gpt2-124M")
+    assert status == 0 and "batch 1 x 1024 tokens" in out
+    assert "batch 1 x 2048 tokens" in memory_in_process(capsys, "--preset", "gpt3-1.3B")[1]
+    assert "batch 1 x 2048 tokens" in memory_in_process(capsys, "--params", "7e9")[1]
+
+
+def test_a_negative_count_is_refused_as_negative_not_as_a_missing_value():
+    """argparse alone reads ``-7e9`` as a flag and says 'expected one argument'; the command runs in its own process."""
+    out = run("memory", "--params", "-7e9")
+    assert out.returncode == 2
+    assert "argument --params: number of parameters must be a positive number" in out.stderr
+    assert "expected one argument" not in out.stderr

@@ -3,7 +3,8 @@ checks and DistributedSampler's shards, each rank's micro-batches cut from the s
 gradient accumulation in one process; and, marked slow, real DDP runs on 2 gloo processes: the same
 training as one process on the global batch (float64 and float32), bit-identical ranks, no_sync's
 halved all-reduces, the course's ring hook and its bytes, the memory of the model states, DDP's
-buckets; and the torchrun entry point. Also the typed results and chapter 8's scaling plot."""
+buckets; and the torchrun entry point, whose bad flags are refused once, naming the flag, before any
+rank joins the group. Also the typed results and chapter 8's scaling plot."""
 
 from __future__ import annotations
 
@@ -49,6 +50,20 @@ def test_batch_that_does_not_split_into_micro_batches_suggests_multiples():
         ddp.check_batch(8, 2, accumulate=3)
     ddp.check_batch(12, 2, accumulate=3)
     ddp.check_batch(8, 2, accumulate=2)
+
+
+@pytest.mark.parametrize("accumulate", [0, -1, 2.0])
+def test_accumulate_that_is_not_a_positive_whole_number_is_refused(accumulate):
+    with pytest.raises(ValueError, match=rf"accumulate must be a whole number >= 1, got {accumulate}"):
+        ddp.check_batch(8, 2, accumulate)
+
+
+def test_a_recipe_longer_than_the_models_context_is_refused():
+    assert ddp.context_length() == course_model.course_model_config().n_positions == 128
+    assert ddp.recipe_for(steps=2, global_batch=8, seq_len=128, lr=3e-3, seed=0).seq_len == 128
+    with pytest.raises(ValueError, match=r"seq_len=1000 is longer than the model's context: .* "
+                                         r"at most 128 tokens; use seq_len <= 128"):
+        ddp.recipe_for(steps=2, global_batch=8, seq_len=1000, lr=3e-3, seed=0)
 
 
 @pytest.mark.parametrize("rows", [0, -8, True, 8.0])
@@ -266,6 +281,96 @@ def test_torchrun_entry_point_trains_and_checks_against_one_process():
     gap = re.search(r"max \|difference\| of the parameters (\S+)", done.stdout)
     assert gap is not None, text[-3000:]
     assert float(gap.group(1)) < 1e-4
+
+
+# --- the torchrun entry point's flags -------------------------------------------------------------
+
+TORCHRUN_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+@pytest.fixture
+def two_ranks(monkeypatch):
+    """torchrun's WORLD_SIZE for 2 ranks and none of its other variables: flags are checked first."""
+    for name in TORCHRUN_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+
+
+def refusal(main, argv: list[str], capsys) -> str:
+    """What ``main(argv)`` printed refusing its command line: status 2, nothing on stdout."""
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    captured = capsys.readouterr()
+    assert info.value.code == 2 and captured.out == "", captured
+    return captured.err
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--seq-len", "1000"], "--seq-len 1000 is longer than the model's context: the course's GPT-2 "
+                            "reads at most 128 tokens; use --seq-len 128 or less."),
+    (["--seq-len", "1"], "argument --seq-len: must be a whole number >= 2, got '1'"),
+    (["--accumulate", "0"], "argument --accumulate: must be a whole number >= 1, got '0'"),
+    (["--bucket-cap-mb", "-1"], "argument --bucket-cap-mb: must be a positive number, got '-1'"),
+    (["--bucket-cap-mb", "0"], "argument --bucket-cap-mb: must be a positive number, got '0'"),
+    (["--steps", "0"], "argument --steps: must be a whole number >= 1, got '0'"),
+    (["--steps", "ten"], "argument --steps: must be a whole number >= 1, got 'ten'"),
+    (["--global-batch", "-2"], "argument --global-batch: must be a whole number >= 1, got '-2'"),
+    (["--global-batch", "7"], "--global-batch 7 does not split evenly across 2 rank(s); use a "
+                              "multiple of 2, e.g. --global-batch 2 or 4."),
+    (["--global-batch", "8", "--accumulate", "3"], "--global-batch 8 does not split evenly across "
+                                                   "2 rank(s) x --accumulate 3; use a multiple of 6"),
+    (["--lr", "0"], "argument --lr: must be a positive number, got '0'"),
+    (["--lr", "nan"], "argument --lr: must be a positive number, got 'nan'"),
+    (["--seed", "-1"], "argument --seed: must be a whole number >= 0, got '-1'"),
+    (["--stepz", "3"], "unrecognized arguments: --stepz 3"),
+])
+def test_a_bad_flag_is_refused_once_naming_the_flag(two_ranks, capsys, argv, message):
+    err = refusal(ddp.main, argv, capsys)
+    assert err.count(message) == 1, err
+    assert "Traceback" not in err and "Recipe." not in err
+
+
+def test_good_flags_outside_torchrun_say_how_to_start_it(two_ranks, capsys):
+    err = refusal(ddp.main, ["--steps", "3"], capsys)
+    assert "RANK, MASTER_ADDR, MASTER_PORT not set" in err
+    assert "run it as torchrun --nproc-per-node=2 -m course_lib.parallel.ddp" in err
+
+
+def test_only_rank_0_reports_a_bad_flag_and_every_rank_exits_2(two_ranks, monkeypatch, capsys):
+    monkeypatch.setattr(launch, "RANK_ZERO_WAIT", 0.0)  # no torchrun here to stop this rank
+    monkeypatch.setenv("RANK", "1")
+    assert refusal(ddp.main, ["--accumulate", "0"], capsys) == ""
+    monkeypatch.setenv("RANK", "0")
+    assert refusal(ddp.main, ["--accumulate", "0"], capsys).count("argument --accumulate") == 1
+
+
+def without_torchrun() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in TORCHRUN_VARIABLES}
+
+
+def test_the_script_refuses_a_bad_flag_without_a_traceback():
+    command = [sys.executable, "-m", "course_lib.parallel.ddp", "--accumulate", "0"]
+    done = subprocess.run(command, cwd=ROOT, env=without_torchrun(), capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stderr.count("argument --accumulate: must be a whole number >= 1") == 1
+    assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+@pytest.mark.slow
+def test_under_torchrun_a_bad_flag_is_reported_once_and_no_rank_prints_a_traceback():
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2",
+               "-m", "course_lib.parallel.ddp", "--seq-len", "1000"]
+    done = subprocess.run(command, cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"),
+                          capture_output=True, text=True, timeout=180)
+    text = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert text.count("--seq-len 1000 is longer than the model's context") == 1, text[-3000:]
+    assert not re.search(r"course_lib[/\\]", text), text[-3000:]  # no frame of the course's code
+    assert "[rank0]" not in text and "[rank1]" not in text, text[-3000:]
+    # torchrun itself ends with its own ChildFailedError traceback whenever a rank exits non-zero
+    assert text.count("Traceback (most recent call last)") <= 1
+    assert "Traceback" not in text or "ChildFailedError" in text
 
 
 def test_timings_leave_out_the_first_step_and_place_buckets_by_round():

@@ -1,5 +1,6 @@
 """Tests for the environment check and its command line."""
 
+import os
 import subprocess
 import sys
 
@@ -69,3 +70,32 @@ def test_check_env_is_available_at_package_level():
     import course_lib
 
     assert course_lib.check_env is env.check_env
+
+
+@pytest.mark.parametrize("case", ["file", "under a file"])
+def test_check_names_a_cache_that_is_not_a_folder(tmp_path, case):
+    (tmp_path / "a-file").write_text("x")
+    cache = tmp_path / "a-file" / ("sub" if case == "under a file" else "")
+    out = subprocess.run([sys.executable, "-m", "course_lib", "check", "--offline"], capture_output=True,
+                         text=True, timeout=120, env=dict(os.environ, COURSE_LIB_CACHE=str(cache)))
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "All checks passed" not in out.stdout
+    what = "is a file, not a folder" if case == "file" else "cannot be created: " + str(tmp_path / "a-file")
+    assert f"COURSE_LIB_CACHE={cache}" in out.stdout and what in out.stdout
+    assert "fix: set COURSE_LIB_CACHE to a writable folder, or unset it to use" in out.stdout
+
+
+def test_check_names_an_unwritable_cache(tmp_path, monkeypatch):
+    """Tests run as root, where chmod stops no write: os.access is made to say "not writable"."""
+    monkeypatch.setenv("COURSE_LIB_CACHE", str(tmp_path))
+    assert env.cache_problem() is None and env.check_cache() == tmp_path
+    monkeypatch.setattr(os, "access", lambda path, mode, **kw: False)
+    report = env.check_env(online_probe=False)
+    problem, fix = env.cache_problem()
+    assert not report.ok and (problem, fix) in report.problems and "is not writable" in problem
+    with pytest.raises(env.CacheError, match="is not writable; set COURSE_LIB_CACHE to a writable folder"):
+        env.check_cache()
+    monkeypatch.delenv("COURSE_LIB_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "missing"))
+    problem, fix = env.cache_problem()
+    assert "cannot be created" in problem and fix.startswith(f"make {tmp_path / 'missing' / 'course_lib'} a writable")

@@ -3,7 +3,7 @@ and sharding-factor checks, the communication formulas, the ZeRO arithmetic agai
 example; and, marked slow, real runs on 2 and 4 gloo processes: per-rank bytes equal to the ZeRO
 formulas, every strategy (FSDP full, ZeRO-2-like, hybrid, offload) equal to one process, mixed
 precision within its stated bound, every collective's bytes equal to the formula; and the torchrun
-entry point."""
+entry point, whose bad flags (and flags that do not go together) are refused once, naming the flag."""
 
 from __future__ import annotations
 
@@ -54,6 +54,72 @@ def test_sharding_factor_with_another_strategy_is_refused():
         fsdp.check_strategy("zero3", 4, 2)
     assert fsdp.check_strategy("zero3", 4, 4) == 4  # the factor zero3 has anyway
     assert [fsdp.check_strategy(s, 4) for s in ("ddp", "zero1", "zero2", "zero3")] == [1, 1, 4, 4]
+
+
+# --- the torchrun entry point's flags -------------------------------------------------------------
+
+@pytest.fixture
+def two_ranks(monkeypatch):
+    """torchrun's WORLD_SIZE for 2 ranks and none of its other variables: flags are checked first."""
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+
+
+def refusal(argv: list[str], capsys) -> str:
+    """What the script printed refusing its command line: status 2, nothing on stdout."""
+    with pytest.raises(SystemExit) as info:
+        fsdp.main(argv)
+    captured = capsys.readouterr()
+    assert info.value.code == 2 and captured.out == "", captured
+    return captured.err
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--strategy", "zero4"], "argument --strategy: invalid choice: 'zero4'"),
+    (["--strategy", "hsdp"], "--strategy hsdp needs --shard-factor, the number of ranks that share "
+                             "one copy of the model: one of 1, 2 for 2 rank(s)."),
+    (["--strategy", "hsdp", "--shard-factor", "3"], "--shard-factor 3 does not divide the 2 rank(s) "
+                                                    "into equal groups; use one of 1, 2."),
+    (["--strategy", "zero3", "--shard-factor", "1"], "--shard-factor only applies to --strategy "
+                                                     "hsdp (--strategy zero3 fixes it)"),
+    (["--strategy", "ddp", "--offload"], "--offload and --mixed-precision are FSDP options, not "
+                                         "ddp's: use them with --strategy zero2, zero3 or hsdp."),
+    (["--strategy", "zero1", "--mixed-precision"], "FSDP options, not zero1's"),
+    (["--shard-factor", "0"], "argument --shard-factor: must be a whole number >= 1, got '0'"),
+    (["--steps", "0"], "argument --steps: must be a whole number >= 1, got '0'"),
+    (["--seq-len", "1000"], "--seq-len 1000 is longer than the model's context"),
+    (["--global-batch", "3"], "--global-batch 3 does not split evenly across 2 rank(s); use a "
+                              "multiple of 2"),
+    (["--lr", "-1"], "argument --lr: must be a positive number, got '-1'"),
+])
+def test_a_bad_flag_is_refused_once_naming_the_flag(two_ranks, capsys, argv, message):
+    err = refusal(argv, capsys)
+    assert err.count(message) == 1, err
+    assert "Traceback" not in err and "shard_factor" not in err and "Recipe." not in err
+
+
+def test_only_rank_0_reports_a_bad_flag_and_every_rank_exits_2(two_ranks, monkeypatch, capsys):
+    bad = ["--strategy", "hsdp", "--shard-factor", "3"]
+    monkeypatch.setattr(launch, "RANK_ZERO_WAIT", 0.0)  # no torchrun here to stop this rank
+    monkeypatch.setenv("RANK", "1")
+    assert refusal(bad, capsys) == ""
+    monkeypatch.setenv("RANK", "0")
+    assert refusal(bad, capsys).count("--shard-factor 3 does not divide") == 1
+
+
+def test_good_flags_outside_torchrun_say_how_to_start_it(two_ranks, capsys):
+    err = refusal(["--strategy", "hsdp", "--shard-factor", "2"], capsys)
+    assert "run it as torchrun --nproc-per-node=2 -m course_lib.parallel.fsdp" in err
+
+
+def test_the_script_refuses_a_bad_flag_without_a_traceback():
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
+    command = [sys.executable, "-m", "course_lib.parallel.fsdp", "--strategy", "hsdp"]
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert done.stderr.count("--strategy hsdp needs --shard-factor") == 1
+    assert "Traceback" not in done.stderr and done.stdout == ""
 
 
 def test_offload_larger_than_the_free_host_memory_is_refused():

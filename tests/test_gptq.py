@@ -274,3 +274,19 @@ def test_bad_input_is_refused(tiny):
         gptq.gptq_quantize_model(nn.Sequential(nn.ReLU()), calibration, GPTQConfig(4, 32))
     with pytest.raises(ValueError, match="block 0, attn.c_attn: group_size=48 does not divide the 64"):
         gptq.gptq_quantize_model(model, calibration, GPTQConfig(4, 48))
+
+
+@pytest.mark.parametrize("bad, message", [
+    (torch.full((2, 8), 64), ("calibration batch 1: token ids hold the id 64, outside the model's vocabulary of 64 "
+                              "tokens (ids 0 to 63); tokenize with the model's own tokenizer")),
+    (torch.full((2, 8), -3), "calibration batch 1: token ids hold the id -3, outside the model's vocabulary"),
+    (torch.zeros(2, 33, dtype=torch.long), ("calibration batch 1: token ids hold sequences of 33 tokens, longer "
+                                            "than the model's context of 32 positions; cut them to 32 tokens or fewer")),
+    (torch.zeros(40, dtype=torch.long), "calibration batch 1: token ids hold sequences of 40 tokens"),
+])  # fmt: skip
+def test_calibration_beyond_the_vocabulary_or_the_context_names_the_limit(tiny, bad, message):
+    """Once an IndexError from deep inside the embedding; now the batch, the limit and the fix."""
+    model, calibration, _ = tiny
+    with pytest.raises(ValueError) as err:
+        gptq.gptq_quantize_model(model, [calibration[0], {"input_ids": bad}], GPTQConfig(4, 32))
+    assert str(err.value).startswith(message)

@@ -1,16 +1,24 @@
 """The notebook launcher of chapter 8 (course_lib.parallel.launch): its argument checks say what to do
 (bad nprocs, ports, backends, targets, kwargs, a worker started outside torchrun) without starting
-anything; and, marked slow, real runs of two gloo ranks: results come back in rank order with
-rank-prefixed output, a failing rank or a hanging one raises LaunchError, leaves no process behind,
-and prints no absolute path of the repository."""
+anything, and the torchrun scripts' parser reports a bad flag once; and, marked slow, real runs of
+two ranks: results come back in rank order with rank-prefixed output, a failing rank or a hanging
+one raises LaunchError, leaves no process behind, and prints no absolute path of the repository; a
+rank that returns what cannot be sent back, or ends without returning, gets its own message; and
+when the launching process (a notebook's kernel) is killed, no rank, no process a rank started and
+no launch folder remains."""
 
 from __future__ import annotations
 
+import argparse
 import os
+import queue
 import re
+import signal
 import socket
 import subprocess
 import sys
+import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -31,6 +39,13 @@ CORES = os.cpu_count() or 1
 def test_bad_nprocs_is_refused(nprocs):
     with pytest.raises(ValueError, match="nprocs must be a whole number >= 1"):
         launch.launch(HELLO, nprocs)
+
+
+def test_nprocs_is_checked_before_the_backend_counts_gpus_for_it():
+    with pytest.raises(ValueError, match="nprocs must be a whole number >= 1"):
+        launch.launch(HELLO, 0, backend="nccl")
+    with pytest.raises(ValueError, match="nprocs must be a whole number >= 1"):
+        launch.resolve_backend("auto", 0)
 
 
 def test_too_many_cpu_ranks_names_the_core_count():
@@ -106,6 +121,65 @@ def test_init_worker_outside_torchrun_says_how_to_start_it(monkeypatch):
         monkeypatch.delenv(name, raising=False)
     with pytest.raises(LaunchError, match="torchrun"):
         launch.init_worker()
+
+
+# --- the torchrun scripts' command line -----------------------------------------------------------
+
+def script_parser() -> launch.RankArgumentParser:
+    parser = launch.RankArgumentParser(prog="torchrun --nproc-per-node=N -m some.script")
+    parser.add_argument("--steps", type=launch.whole_number(1), default=3)
+    parser.add_argument("--warmup", type=launch.whole_number(0), default=0)
+    parser.add_argument("--lr", type=launch.positive_number, default=1e-3)
+    return parser
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--steps", "0"], "argument --steps: must be a whole number >= 1, got '0'"),
+    (["--steps", "2.5"], "argument --steps: must be a whole number >= 1, got '2.5'"),
+    (["--warmup", "-1"], "argument --warmup: must be a whole number >= 0, got '-1'"),
+    (["--lr", "-1"], "argument --lr: must be a positive number, got '-1'"),
+    (["--lr", "inf"], "argument --lr: must be a positive number, got 'inf'"),
+    (["--lr", "x"], "argument --lr: must be a positive number, got 'x'"),
+])
+@pytest.mark.parametrize("rank", [None, "0", "1"])
+def test_a_bad_flag_is_reported_by_rank_0_only_and_every_rank_exits_2(argv, message, rank,
+                                                                       monkeypatch, capsys):
+    monkeypatch.setattr(launch, "RANK_ZERO_WAIT", 0.0)
+    if rank is None:
+        monkeypatch.delenv("RANK", raising=False)
+    else:
+        monkeypatch.setenv("RANK", rank)
+    with pytest.raises(SystemExit) as info:
+        script_parser().parse_args(argv)
+    assert info.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    if rank == "1":
+        assert captured.err == ""
+    else:
+        assert captured.err.count(message) == 1 and "usage:" in captured.err
+
+
+def test_the_other_ranks_give_rank_0_time_to_report(monkeypatch, capsys):
+    """torchrun stops every rank when the first one exits: rank 0 must not be the one stopped."""
+    monkeypatch.setattr(launch, "RANK_ZERO_WAIT", 0.5)
+    monkeypatch.setenv("RANK", "1")
+    start = time.monotonic()
+    with pytest.raises(SystemExit):
+        script_parser().parse_args(["--steps", "0"])
+    assert time.monotonic() - start >= 0.5
+    monkeypatch.setenv("RANK", "0")
+    start = time.monotonic()
+    with pytest.raises(SystemExit):
+        script_parser().parse_args(["--steps", "0"])
+    assert time.monotonic() - start < 0.5
+
+
+def test_good_flags_parse_to_numbers():
+    args = script_parser().parse_args(["--steps", "4", "--warmup", "0", "--lr", "3e-3"])
+    assert (args.steps, args.warmup, args.lr) == (4, 0, 3e-3)
+    with pytest.raises(argparse.ArgumentTypeError, match=">= 2"):
+        launch.whole_number(2)("1")
 
 
 # --- real processes --------------------------------------------------------------------------------
@@ -196,3 +270,157 @@ def test_say_keeps_the_lines_of_two_processes_whole_on_one_unbuffered_pipe():
     whole = re.compile(r"rank [01] line \d{4} x{80}")
     assert len(lines) == 6000 and all(whole.fullmatch(line) for line in lines), \
         [line for line in lines if not whole.fullmatch(line)][:3]
+
+
+# --- what a rank sends back ------------------------------------------------------------------------
+
+RANK_FUNCTIONS = """
+import os, subprocess, sys, time
+
+RANK = int(os.environ.get("RANK", "0"))
+
+
+class OnlyTheRanksKnowIt:
+    \"\"\"A class of a module on the ranks' path only: the launcher cannot unpickle it.\"\"\"
+
+
+def sleep_with_a_child():
+    child = subprocess.Popen(["sleep", "120"])
+    print(f"ready {os.getpid()} {child.pid}", flush=True)
+    time.sleep(120)
+
+
+def return_a_lambda():
+    return (lambda: 0) if RANK == 1 else 0
+
+
+def return_an_open_file():
+    return open(__file__) if RANK == 1 else 0
+
+
+def exit_zero():
+    if RANK == 1:
+        sys.exit(0)
+    return 0
+
+
+def os_exit_zero():
+    if RANK == 1:
+        os._exit(0)
+    return 0
+
+
+def return_an_unknown_class():
+    return OnlyTheRanksKnowIt()
+"""
+
+
+@pytest.fixture
+def rank_functions(tmp_path, monkeypatch):
+    """A module of rank functions that the ranks import (through PYTHONPATH) and this process cannot."""
+    folder = tmp_path / "functions"
+    folder.mkdir()
+    (folder / "rank_functions.py").write_text(RANK_FUNCTIONS)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(folder),
+                                                                  os.environ.get("PYTHONPATH")])))
+    return folder
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("function", "kind"), [("return_a_lambda", "function"),
+                                                ("return_an_open_file", "TextIOWrapper")])
+def test_a_result_that_cannot_be_sent_back_names_the_rank_and_what_to_return(rank_functions,
+                                                                              function, kind):
+    with pytest.raises(LaunchError) as info:
+        launch.launch(f"rank_functions:{function}", 2, timeout=60, echo=False)
+    message = str(info.value)
+    assert message.startswith(f"rank 1 returned a {kind}, which cannot be sent back"), message
+    assert "Return what pickles" in message and "not a lambda, an open file" in message
+
+
+@pytest.mark.slow
+def test_sys_exit_in_a_rank_says_to_return_instead(rank_functions):
+    with pytest.raises(LaunchError, match=r"^rank 1 called sys.exit\(0\) in rank_functions:exit_zero "
+                       r"instead of returning a result\. Let the function return its result"):
+        launch.launch("rank_functions:exit_zero", 2, timeout=60, echo=False)
+
+
+@pytest.mark.slow
+def test_a_rank_that_ends_with_code_0_and_no_result_is_named(rank_functions):
+    with pytest.raises(LaunchError, match=r"^rank 1 exited with code 0 but sent back no result.*"
+                       r"Let the function return its result"):
+        launch.launch("rank_functions:os_exit_zero", 2, timeout=60, echo=False)
+
+
+@pytest.mark.slow
+def test_a_result_this_process_cannot_unpickle_names_the_rank_and_the_fix(rank_functions):
+    with pytest.raises(LaunchError, match=r"^rank 0's result cannot be read back here "
+                       r"\(ModuleNotFoundError: No module named 'rank_functions'\)\. Return "):
+        launch.launch("rank_functions:return_an_unknown_class", 2, timeout=60, echo=False)
+
+
+# --- a killed launcher ----------------------------------------------------------------------------
+
+KERNEL = textwrap.dedent("""
+    from course_lib.parallel import launch
+    launch.launch("rank_functions:sleep_with_a_child", 2, timeout=120)
+""")
+
+
+def ready_processes(kernel: subprocess.Popen, n: int, timeout: float) -> list[int]:
+    """The process ids of the ``n`` ranks and of the child each started, as the ranks print them."""
+    lines: queue.Queue = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in kernel.stdout], daemon=True).start()
+    pids, seen, deadline = [], [], time.monotonic() + timeout
+    while len(pids) < 2 * n:
+        try:
+            line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+        except queue.Empty:
+            pytest.fail(f"the ranks did not start within {timeout:g} s: {seen}")
+        seen.append(line)
+        found = re.search(r"\] ready (\d+) (\d+)$", line.strip())
+        if found:
+            pids += [int(found.group(1)), int(found.group(2))]
+    return pids
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_a_killed_launcher_leaves_no_rank_no_child_and_no_folder(rank_functions, tmp_path, sig):
+    psutil = pytest.importorskip("psutil")
+    temp = tmp_path / "tmp"  # the launch folder goes here: this test's own TMPDIR
+    temp.mkdir()
+    env = dict(os.environ, TMPDIR=str(temp))
+    kernel = subprocess.Popen([sys.executable, "-c", KERNEL], env=env, cwd=tmp_path, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    processes = []
+    try:
+        processes = [psutil.Process(pid) for pid in ready_processes(kernel, 2, timeout=120)]
+        assert len(list(temp.glob("course-launch-*"))) == 1  # there while the ranks run
+
+        kernel.send_signal(sig)
+        kernel.wait(timeout=10)
+
+        def left() -> list:
+            alive = []
+            for p in processes:
+                try:
+                    if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                        alive.append(p.pid)
+                except psutil.NoSuchProcess:
+                    pass
+            return alive + list(temp.glob("course-launch-*"))
+
+        deadline = time.monotonic() + 10
+        while left() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not left(), f"10 s after {sig.name} to the launcher, still there: {left()}"
+    finally:
+        kernel.kill()
+        kernel.wait(timeout=10)
+        kernel.stdout.close()
+        for p in processes:  # psutil checks that a pid still names the same process
+            try:
+                p.kill()
+            except psutil.NoSuchProcess:
+                pass

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course_lib.base import dtypes
-from course_lib.numbers import memory, memory_meter
+from course_lib.numbers import i18n, memory, memory_meter
 from course_lib.text import models
 
 
@@ -151,8 +151,8 @@ def test_gpus_to_train_uses_zero3_and_checkpointing():
         ({"n_params": float("nan")}, "number of parameters must be a positive number"),
         ({"n_params": 1e9, "precision": "fp64"}, "valid values: fp32, bf16-mixed, fp16-mixed, bf16"),
         ({"n_params": 1e9, "optimizer": "adamw2"}, "valid values: adam, adam-8bit, sgd-momentum, sgd"),
-        ({"n_params": 1e9, "batch": 0}, "batch size must be a positive number"),
-        ({"n_params": 1e9, "seq_len": -1}, "sequence length must be a positive number"),
+        ({"n_params": 1e9, "batch": 0}, "batch size must be a whole number >= 1, got 0"),
+        ({"n_params": 1e9, "seq_len": -1}, "sequence length must be a whole number >= 1, got -1"),
         ({"n_params": 1e9, "gpus": 0}, "number of GPUs must be a whole number >= 1"),
         ({"n_params": 1e9, "zero_stage": 4}, "ZeRO stage must be one of 0, 1, 2, 3"),
     ],
@@ -182,7 +182,7 @@ def test_parse_count_rejects_typos(text):
 
 @settings(max_examples=200, deadline=None)
 @given(
-    n=st.floats(1e6, 1e12),
+    n=st.integers(10**6, 10**12),
     gpus=st.integers(1, 1024),
     precision=st.sampled_from(list(memory.PRECISIONS)),
     optimizer=st.sampled_from(list(memory.OPTIMIZERS)),
@@ -205,3 +205,84 @@ def test_model_state_bytes_counts_parameters_gradients_and_adam_states():
     optimizer.step()
     assert memory.model_state_bytes(model, optimizer) == {
         "parameters": 44 * 4, "gradients": 44 * 4, "optimizer states": 2 * 44 * 4}
+
+
+# ------------------------------------------------------------------------------------------------
+# The edges: the same limits and messages as `python -m course_lib memory` (tests/test_cli.py)
+# ------------------------------------------------------------------------------------------------
+
+GPT2 = memory.MODEL_PRESETS["gpt2-124M"]
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"n_params": 0.5}, "number of parameters must be a whole number >= 1, got 0.5"),
+        ({"n_params": 1500.5}, "number of parameters must be a whole number >= 1, got 1500.5"),
+        ({"n_params": 1e30}, "number of parameters must be at most 1,000,000,000,000,000, got 1e+30; is there a digit"),
+        ({"n_params": 1e9, "batch": 1.5}, "batch size must be a whole number >= 1, got 1.5"),
+        ({"n_params": 1e9, "seq_len": 10**11}, "sequence length must be at most 100,000,000, got 100000000000"),
+        ({"n_params": 1e9, "seq_len": 2048.5}, "sequence length must be a whole number >= 1, got 2048.5"),
+        ({"n_params": GPT2.n_params, "seq_len": 4096, "shape": GPT2},
+         "sequence length 4096 is longer than the model's context of 1024 positions; use 1024 tokens or fewer"),
+    ],
+)  # fmt: skip
+def test_absurd_fractional_and_too_long_jobs_are_refused(kwargs, message):
+    with pytest.raises(ValueError) as err:
+        memory.training_memory(**kwargs)
+    assert str(err.value).startswith(message)
+
+
+def test_counts_within_rounding_of_a_whole_number_are_whole():
+    assert memory.parse_count("4.1B") == 4.1 * 1e9 != 4_100_000_000  # 4099999999.9999995, a whole count
+    assert memory.training_memory(memory.parse_count("4.1B")).n_params == pytest.approx(4.1e9)
+    assert memory.training_memory(memory.MAX_PARAMS).total > 0
+    assert memory.training_memory(1e9, seq_len=memory.MAX_SEQ_LEN).total > 0
+
+
+def test_the_context_limits_a_given_shape_only():
+    """A preset's positions are its context; a bare count's shape is a guess, so its 2048 are no limit."""
+    assert memory.training_memory(GPT2.n_params, seq_len=1024, shape=GPT2).total > 0
+    assert memory.training_memory(7e9, seq_len=4096).total > 0
+    llama = memory.MODEL_PRESETS["llama-7B-shape"]  # rotary positions: no table, no limit
+    assert memory.training_memory(llama.n_params, seq_len=8192, shape=llama).total > 0
+    with pytest.raises(ValueError, match="de sequentielengte 4096 is langer dan de context van het model"):
+        memory.check_context(GPT2, 4096, "nl")
+
+
+@pytest.mark.parametrize("call", [
+    lambda: memory.shape_for_params(1e30), lambda: memory.shape_for_params(0.5), lambda: memory.parse_count("1e30"),
+    lambda: memory.parse_count("0.5"), lambda: memory.rule_of_thumb(0.5), lambda: memory.weight_memory(2e15),
+])  # fmt: skip
+def test_every_function_taking_a_count_has_the_same_limits(call):
+    with pytest.raises(ValueError, match="number of parameters must be (a whole number >= 1|at most)"):
+        call()
+
+
+@pytest.mark.parametrize("max_gpus", [-1, 0, 2.5])
+def test_min_gpus_to_fit_refuses_a_bad_maximum(max_gpus):
+    with pytest.raises(ValueError, match=f"max_gpus must be a whole number >= 1, got {max_gpus}"):
+        memory.min_gpus_to_fit(lambda g: memory.training_memory(1e9, gpus=g), memory.GPUS[0], max_gpus=max_gpus)
+
+
+def test_check_job_names_the_valid_languages_even_for_a_good_job():
+    with pytest.raises(ValueError, match=r"^unknown language 'fr'; valid values: en, nl$"):
+        memory.check_job(1, 2048, 1, 0, language="fr")
+    memory.check_job(1, 2048, 1, 0, language="NL")  # a language code in any case, as everywhere
+    with pytest.raises(ValueError, match="de batchgrootte moet een geheel getal van minstens 1 zijn, niet 1,5"):
+        memory.check_job(1.5, 2048, 1, 0, language="nl")
+
+
+@pytest.mark.parametrize("n_bytes", ["5e9", None, b"5"])
+def test_gb_names_the_type_it_takes(n_bytes):
+    with pytest.raises(TypeError, match=r"n_bytes must be a number \(int or float\), got .* of type"):
+        memory.gb(n_bytes)
+
+
+@pytest.mark.parametrize("stage", [1, 2, 3])
+def test_zero_on_one_gpu_is_noted_and_costs_what_stage_0_costs(stage):
+    b = memory.training_memory(1e9, "bf16-mixed", zero_stage=stage)
+    assert b.notes == [i18n.text("calc_note_zero_one_gpu")]
+    assert b.total == memory.training_memory(1e9, "bf16-mixed").total
+    assert memory.training_memory(1e9, "bf16-mixed").notes == []
+    assert i18n.text("calc_note_zero_one_gpu") not in memory.training_memory(1e9, gpus=2, zero_stage=stage).notes

@@ -387,9 +387,10 @@ def test_cli_train_course_model(monkeypatch, tmp_path):
     args = cli.build_parser().parse_args(["train-course-model", "--output", str(tmp_path)])
     assert args.command == "train-course-model" and args.output == str(tmp_path)
     seen = []
-    monkeypatch.setattr(course_model, "build_course_model", lambda output: seen.append(output))
+    monkeypatch.setattr(course_model, "build_course_model", lambda output, overwrite: seen.append((output, overwrite)))
     assert cli.main(["train-course-model", "--output", str(tmp_path)]) == 0
-    assert seen == [str(tmp_path)]
+    assert cli.main(["train-course-model", "--output", str(tmp_path), "--overwrite"]) == 0
+    assert seen == [(str(tmp_path), False), (str(tmp_path), True)]
 
 
 def test_chapter01_exercises():

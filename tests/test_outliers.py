@@ -307,12 +307,44 @@ def test_layer_inputs_equals_a_manual_hook(gpt2, ids, layer, features):
     assert len(module._forward_hooks) == 0
 
 
-def test_layer_inputs_removes_its_hook_when_the_forward_raises(gpt2):
+def test_layer_inputs_removes_its_hook_when_the_forward_raises(gpt2, ids):
     module = gpt2.get_submodule("transformer.h.0.attn.c_attn")
     before = len(module._forward_hooks)
-    with pytest.raises(IndexError):
-        O.layer_inputs(gpt2, "transformer.h.0.attn.c_attn", torch.full((1, 4), VOCAB + 5))
+
+    def fail(*_):
+        raise RuntimeError("a layer after the hooked one fails")
+
+    failing = gpt2.transformer.h[1].register_forward_pre_hook(fail)
+    try:
+        with pytest.raises(RuntimeError, match="fails"):
+            O.layer_inputs(gpt2, "transformer.h.0.attn.c_attn", ids)
+    finally:
+        failing.remove()
     assert len(module._forward_hooks) == before == 0
+
+
+@pytest.mark.parametrize("bad, message", [
+    (torch.full((1, 4), VOCAB + 5), (f"token ids hold the id {VOCAB + 5}, outside the model's vocabulary of {VOCAB} "
+                                     f"tokens (ids 0 to {VOCAB - 1}); tokenize with the model's own tokenizer")),
+    (torch.full((1, 4), -1), "token ids hold the id -1, outside the model's vocabulary"),
+    (torch.zeros(1, POSITIONS + 1, dtype=torch.long), (f"token ids hold sequences of {POSITIONS + 1} tokens, "
+                                                       f"longer than the model's context of {POSITIONS} positions")),
+    (torch.rand(1, 4), "token ids must be an integer tensor [batch, seq]"),
+    ([[1, 2, 3]], ("token ids must be an integer tensor [batch, seq] (as a tokenizer returns with "
+                   "return_tensors='pt'), got list")),
+    (torch.zeros(1, 0, dtype=torch.long), "token ids are empty (shape (1, 0)): pass at least one token"),
+])  # fmt: skip
+def test_layer_inputs_names_the_limit_instead_of_an_index_error(gpt2, bad, message):
+    module = gpt2.get_submodule("transformer.h.0.attn.c_attn")
+    with pytest.raises(ValueError) as err:
+        O.layer_inputs(gpt2, "transformer.h.0.attn.c_attn", bad)
+    assert str(err.value).startswith(message)
+    assert len(module._forward_hooks) == 0
+
+
+def test_layer_inputs_reads_one_sequence_as_a_batch_of_one(gpt2, ids):
+    layer = "transformer.h.0.mlp.c_fc"
+    assert torch.equal(O.layer_inputs(gpt2, layer, ids[0]), O.layer_inputs(gpt2, layer, ids[:1]))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 
 import pytest
 import torch
@@ -781,3 +782,55 @@ def test_error_stats_hand_computed():
     assert stats["max_error"] == pytest.approx(0.4, rel=1e-6)
     signal = math.sqrt((1 + 0.16 + 0.36) / 3)
     assert stats["snr_db"] == pytest.approx(20 * math.log10(signal / rmse), rel=1e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# The edges: widths, shapes and types are checked where they come in
+# ---------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("bits", [0, 9, 16])
+def test_unpack_checks_its_width_as_pack_does(bits):
+    """Nine bytes hold eight 9-bit codes, but uint8 codes cannot: unpack_bits once returned them cut to 8 bits."""
+    packed = torch.full((-(-8 * bits // 8) or 1,), 0xFF, dtype=torch.uint8)
+    for call in (lambda: Q.unpack_bits(packed, bits, 8), lambda: Q.pack_bits(torch.zeros(8, dtype=torch.long), bits)):
+        with pytest.raises(ValueError, match=f"bits must be from 1 to 8, got {bits}"):
+            call()
+
+
+@pytest.mark.parametrize("bits", [4.0, "4", True, None])
+def test_a_width_that_is_no_int_is_refused_naming_the_type(bits):
+    message = rf"bits must be a whole number \(int\), got {re.escape(repr(bits))} of type {type(bits).__name__}"
+    with pytest.raises(TypeError, match=message):
+        Q.pack_bits(torch.tensor([1, 2]), bits)
+    with pytest.raises(TypeError, match=message):
+        Q.unpack_bits(torch.tensor([0x21], dtype=torch.uint8), bits, 2)
+
+
+def test_unpack_refuses_a_negative_count():
+    with pytest.raises(ValueError, match=r"n \(the number of codes\) must be >= 0, got -1"):
+        Q.unpack_bits(torch.zeros(0, dtype=torch.uint8), 4, -1)
+
+
+@pytest.mark.parametrize("shape, error, message", [
+    ((-1, 128), ValueError, r"shape \(-1, 128\) has the size -1; every size must be >= 0"),
+    ((-4, -128), ValueError, "has the size -4"),
+    ((1.5, 128), TypeError, "has the size 1.5; every size must be a whole number"),
+    (("4", 128), TypeError, "has the size '4'"),
+    (4096, TypeError, "shape must be a tuple of sizes such as"),
+])  # fmt: skip
+def test_storage_bytes_refuses_a_bad_shape(shape, error, message):
+    for call in (Q.storage_bytes, Q.bits_per_value):
+        with pytest.raises(error, match=message):
+            call(shape, "int4-g128")
+
+
+@pytest.mark.parametrize("shape", [(0, 128), (4, 0), (0,)])
+def test_an_empty_shape_has_bytes_but_no_bits_per_value(shape):
+    config = "int4-channel" if len(shape) == 2 else "int8-tensor"
+    assert Q.storage_bytes(shape, config)["codes"] == 0
+    message = rf"a tensor of shape {re.escape(str(shape))} holds no values, so it has no bits per value"
+    with pytest.raises(ValueError, match=message):
+        Q.bits_per_value(shape, config)
+    empty = Q.QTensor(torch.zeros(0, dtype=torch.uint8), torch.zeros(0), None, None, None, shape, Q.get_config(config))
+    with pytest.raises(ValueError, match=message):
+        _ = empty.bits_per_value

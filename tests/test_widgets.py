@@ -37,8 +37,11 @@ def test_preset_disables_the_parameter_box():
     "field, value, message",
     [
         ("params", "7 billion", "write a positive number such as 7e9"),
-        ("batch", 0, "batch size must be a positive number"),
-        ("seq_len", -2, "sequence length must be a positive number"),
+        ("batch", 0, "batch size must be a whole number >= 1, got 0"),
+        ("seq_len", -2, "sequence length must be a whole number >= 1, got -2"),
+        ("params", "0.5", "number of parameters must be a whole number >= 1, got 0.5"),
+        ("params", "1e30", "number of parameters must be at most 1,000,000,000,000,000, got 1e+30"),
+        ("seq_len", 10**11, "sequence length must be at most 100,000,000, got 100000000000"),
         ("gpus", 0, "number of GPUs must be a whole number"),
         ("zero", 7, "ZeRO stage must be one of 0, 1, 2, 3"),
     ],
@@ -47,7 +50,7 @@ def test_bad_input_shows_a_message_in_the_widget(field, value, message):
     calc = memory_calculator()
     getattr(calc, field).value = value
     assert "course-error" in calc.result.value
-    assert message in calc.result.value
+    assert html.escape(message) in calc.result.value
     # Correcting the input brings the table back.
     getattr(calc, field).value = {"params": "1B", "batch": 1, "seq_len": 128, "gpus": 1, "zero": 0}[field]
     assert "course-error" not in calc.result.value
@@ -139,8 +142,10 @@ def test_dutch_parameter_box_reads_a_decimal_comma():
 DUTCH_ERRORS = [
     ("params", "7 miljard", "'7 miljard' is niet te lezen als aantal parameters; schrijf een positief getal zoals 7e9"),
     ("params", "-5", "het aantal parameters moet een positief getal zijn, niet -5,0"),
-    ("batch", 0, "de batchgrootte moet een positief getal zijn, niet 0"),
-    ("seq_len", -2, "de sequentielengte moet een positief getal zijn, niet -2"),
+    ("batch", 0, "de batchgrootte moet een geheel getal van minstens 1 zijn, niet 0"),
+    ("seq_len", -2, "de sequentielengte moet een geheel getal van minstens 1 zijn, niet -2"),
+    ("params", "0,5", "het aantal parameters moet een geheel getal van minstens 1 zijn, niet 0,5"),
+    ("params", "1e30", "het aantal parameters mag hoogstens 1.000.000.000.000.000 zijn, niet 1e+30"),
     ("gpus", 0, "het aantal GPU's moet een geheel getal van minstens 1 zijn, niet 0"),
     ("zero", 7, "de ZeRO-stage moet een van 0, 1, 2, 3 zijn, niet 7"),
 ]
@@ -159,7 +164,7 @@ def test_bad_input_shows_a_dutch_message(field, value, message):
 @pytest.mark.parametrize(
     "field, value",
     [("params", "7 billion"), ("params", "-5"), ("params", "nan"), ("params", "0"), ("batch", 0), ("seq_len", -2),
-     ("gpus", 0), ("zero", 7), ("zero", -1)],
+     ("gpus", 0), ("zero", 7), ("zero", -1), ("params", "0.5"), ("params", "1e30"), ("seq_len", 10**11)],
 )  # fmt: skip
 def test_english_messages_are_memorys_own(field, value):
     """The calculator checks its inputs itself (to say it in Dutch); in English it says what course_lib.numbers.memory says."""
@@ -179,3 +184,45 @@ def test_a_bad_language_is_a_clear_value_error():
         memory_calculator(language="fr")
     with pytest.raises(TypeError):
         MemoryCalculator("1B", "fp32", "adam", "nl")  # language is a keyword
+
+
+# ------------------------------------------------------------------------------------------------
+# The calculator takes what the command line takes
+# ------------------------------------------------------------------------------------------------
+
+def test_precision_and_optimizer_names_in_any_case_as_on_the_command_line():
+    calc = memory_calculator(params="7B", precision="BF16-mixed", optimizer=" ADAM-8bit ")
+    assert (calc.precision.value, calc.optimizer.value) == ("bf16-mixed", "adam-8bit")
+    assert "7B parameters, bf16-mixed, adam-8bit" in calc.result.value
+
+
+@pytest.mark.parametrize("kwargs, valid", [
+    ({"precision": "bf16-mix"}, "valid values: fp32, bf16-mixed, fp16-mixed, bf16"),
+    ({"optimizer": "adamw"}, "valid values: adam, adam-8bit, sgd-momentum, sgd"),
+])  # fmt: skip
+def test_an_unknown_precision_or_optimizer_lists_the_valid_ones(kwargs, valid):
+    with pytest.raises(ValueError, match=f"unknown (precision|optimizer) .*; {valid}$"):
+        memory_calculator(**kwargs)
+
+
+def test_a_preset_caps_the_sequence_at_its_context():
+    calc = memory_calculator()
+    calc.model.value = "gpt2-124M"  # 1024 positions: the 2048 of the box are lowered to them
+    assert calc.seq_len.value == 1024
+    assert "batch 1 x 1024 tokens" in calc.result.value and "course-error" not in calc.result.value
+    calc.seq_len.value = 4096
+    assert ("sequence length 4096 is longer than the model&#x27;s context of 1024 positions; use 1024 tokens or fewer"
+            in calc.result.value)  # fmt: skip
+    calc.model.value = "custom"  # a bare count's shape is a guess: no limit
+    assert "course-error" not in calc.result.value and "batch 1 x 4096 tokens" in calc.result.value
+    dutch = memory_calculator(language="nl")
+    dutch.model.value = "gpt2-124M"
+    dutch.seq_len.value = 2048
+    assert "de sequentielengte 2048 is langer dan de context van het model (1024 posities)" in dutch.result.value
+
+
+def test_zero_on_one_gpu_is_noted_in_both_languages():
+    for language in ("en", "nl"):
+        calc = memory_calculator(language=language)
+        calc.zero.value = 3
+        assert html.escape(i18n.text("calc_note_zero_one_gpu", language)) in calc.result.value

@@ -183,6 +183,9 @@ def check_env(online_probe: bool = True) -> EnvReport:
         problems.append(
             (f"transformers {tf_version} is too old", f"pip install -U 'transformers>={MIN_TRANSFORMERS[0]}.{MIN_TRANSFORMERS[1]}'")
         )
+    cache = cache_problem()
+    if cache is not None:
+        problems.append(cache)
     return EnvReport(
         python=platform.python_version(),
         torch=torch_version,
@@ -220,8 +223,65 @@ def cache_dir() -> Path:
     """
     override = os.environ.get("COURSE_LIB_CACHE")
     if override:
-        return Path(override)
+        return Path(override).expanduser()
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "course_lib"
+
+
+class CacheError(OSError):
+    """The course cache cannot be written; the message names the problem and the fix.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+
+
+def cache_problem() -> tuple[str, str] | None:
+    """(problem, fix) when :func:`cache_dir` is not a writable folder, nor one that can be created.
+
+    Creates nothing: an existing cache must be a folder this process may write in; a missing one
+    needs its nearest existing parent to be such a folder.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    path = cache_dir()
+    override = bool(os.environ.get("COURSE_LIB_CACHE"))
+    where = f"COURSE_LIB_CACHE={path}" if override else str(path)
+    if override:
+        default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "course_lib"
+        fix = f"set COURSE_LIB_CACHE to a writable folder, or unset it to use {default}"
+    else:
+        fix = f"make {path} a writable folder, or set COURSE_LIB_CACHE to one"
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if existing == path and not path.is_dir():
+        return f"The course cache {where} is a file, not a folder", fix
+    if not existing.is_dir():
+        return f"The course cache {where} cannot be created: {existing} is a file", fix
+    if not os.access(existing, os.W_OK | os.X_OK):
+        what = "is not writable" if existing == path else f"cannot be created: {existing} is not writable"
+        return f"The course cache {where} {what}", fix
+    return None
+
+
+def check_cache() -> Path:
+    """:func:`cache_dir`, after checking that it can be written; else :class:`CacheError` with the fix.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    problem = cache_problem()
+    if problem is not None:
+        raise CacheError(f"{problem[0]}; {problem[1]}.")
+    return cache_dir()
+
+
+def cache_write_error(path: Path, err: Exception) -> CacheError:
+    """The :class:`CacheError` for a failed write of ``path`` in the cache: what failed and the fix.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    problem = cache_problem()
+    fix = problem[1] if problem else "free some disk space, or set COURSE_LIB_CACHE to a writable folder"
+    return CacheError(f"Could not save {path} in the course cache ({getattr(err, 'strerror', None) or err}); {fix}.")
 
 
 def progress_bar(iterable: Any, total: int, desc: str, progress: bool) -> Any:

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers import PreTrainedTokenizerBase
@@ -94,7 +96,8 @@ def finetune(model: nn.Module, label: str, recipe: training.Recipe, tokenizer: P
     With ``cache=True`` the trained parameters are saved as safetensors under
     ``cache_dir()/finetunes``, keyed by ``label``, the recipe, the model's state before training
     (base checkpoint and adapter initialisation) and the data; a later identical call loads them
-    instead of training (``seconds`` is then the original run's).
+    instead of training (``seconds`` is then the original run's). A cache that cannot be written
+    raises :class:`course_lib.base.env.CacheError` with the fix (``cache=False`` trains without it).
 
     Chapter 5, *Quantization*.
     """
@@ -105,16 +108,21 @@ def finetune(model: nn.Module, label: str, recipe: training.Recipe, tokenizer: P
         if loaded is not None:
             model.eval()
             return FinetuneResult(label, model, *loaded)
+    if path is not None:
+        env.check_cache()  # before training, not after
     start = time.perf_counter()
     history = training.train(model, "gpt2", tokenizer, recipe, texts=texts, progress=progress, desc=label)
     seconds = time.perf_counter() - start
     if path is not None:
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             state = {n: p.detach().cpu().contiguous().clone() for n, p in _trainable(model).items()}
-            tmp = path.with_suffix(".tmp")
             save_file(state, str(tmp), metadata={"history": json.dumps(history), "seconds": repr(seconds)})
             tmp.replace(path)
-        except OSError:
-            pass  # an unwritable cache only costs a retrain next time
+        except (OSError, SafetensorError) as err:
+            raise env.cache_write_error(path, err) from None
+        finally:
+            if tmp.is_file():
+                tmp.unlink()
     return FinetuneResult(label, model, history, seconds)

@@ -51,6 +51,7 @@ from torch import nn
 from transformers.pytorch_utils import Conv1D
 
 from course_lib.base import dtypes, env
+from course_lib.base.checks import token_ids
 from course_lib.compression import quant
 from course_lib.compression.quant import QTensor, QuantConfig
 from course_lib.compression.quant_layers import QuantizedWeight, QuantLinear, quantize_model, weight_matrix
@@ -460,12 +461,17 @@ def _linears(block: nn.Module) -> dict[str, nn.Module]:
     return {name: m for name, m in block.named_modules() if isinstance(m, (nn.Linear, Conv1D))}
 
 
-def _input_ids(batch: Any, device: torch.device) -> torch.Tensor:
+def _input_ids(batch: Any, model: nn.Module, index: int) -> torch.Tensor:
+    """Calibration batch number ``index`` as token ids [batch, seq] that ``model`` can read, on its device."""
     ids = batch.get("input_ids") if isinstance(batch, Mapping) else batch
     if not isinstance(ids, torch.Tensor) or ids.dtype not in (torch.int64, torch.int32) or ids.numel() == 0:
         raise ValueError("each calibration batch must be a non-empty tensor of token ids [batch, seq] or a "
                          "mapping with 'input_ids' (as a tokenizer returns)")
-    return ids.reshape(1, -1).to(device) if ids.dim() == 1 else ids.to(device)
+    try:
+        ids = token_ids(ids, model)  # ids beyond the vocabulary or the context: a message, not an IndexError
+    except ValueError as err:
+        raise ValueError(f"calibration batch {index}: {err}") from None
+    return ids.to(next(model.parameters()).device)
 
 
 @torch.no_grad()
@@ -510,7 +516,6 @@ def gptq_quantize_model(model: nn.Module, calibration_batches: Iterable[Any], co
                 raise ValueError(f"block {b}, {name}: {err}") from None
     model = copy.deepcopy(model).eval()
     blocks = _model_blocks(model)
-    device = next(model.parameters()).device
 
     # The first block's inputs (and its other arguments: mask, positions) for every batch.
     recorded: list[tuple[torch.Tensor, tuple[Any, ...], dict[str, Any]]] = []
@@ -522,9 +527,9 @@ def gptq_quantize_model(model: nn.Module, calibration_batches: Iterable[Any], co
 
     handle = blocks[0].register_forward_pre_hook(catch, with_kwargs=True)
     try:
-        for batch in calibration_batches:
+        for index, batch in enumerate(calibration_batches):
             try:
-                model(input_ids=_input_ids(batch, device), use_cache=False)
+                model(input_ids=_input_ids(batch, model, index), use_cache=False)
             except _Caught:
                 pass
     finally:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from course_lib.base.checks import token_ids
 from course_lib.compression import quant
 from course_lib.compression.quant import QuantConfig
 
@@ -121,8 +122,12 @@ def with_outlier_feature(x: torch.Tensor, w: torch.Tensor, feature: int, factor:
 def layer_inputs(model: nn.Module, layer: str, ids: torch.Tensor) -> torch.Tensor:
     """The input activations of the named sub-layer while the model reads ``ids``: (tokens, features).
 
+    ``ids`` is [batch, seq] or one sequence [seq]; ids beyond the model's vocabulary or sequences
+    longer than its context are refused with the limit named.
+
     Chapter 5, *Quantization*.
     """
+    ids = token_ids(ids, model)
     module = model.get_submodule(layer)
     seen: list[torch.Tensor] = []
     handle = module.register_forward_hook(lambda m, args, out: seen.append(args[0].detach()))

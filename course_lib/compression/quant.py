@@ -37,7 +37,7 @@ from typing import Any
 import torch
 
 from course_lib.base import dtypes
-from course_lib.base.checks import choice
+from course_lib.base.checks import choice, tensor_shape, whole
 
 SCHEMES = ("absmax", "zeropoint", "nf4")
 GRANULARITIES = ("tensor", "channel", "group")
@@ -186,8 +186,7 @@ def pack_bits(codes: torch.Tensor, bits: int) -> torch.Tensor:
 
     Chapter 5, *Quantization*.
     """
-    if not MIN_BITS - 1 <= bits <= MAX_BITS:
-        raise ValueError(f"bits must be from 1 to 8, got {bits}")
+    whole(bits, "bits", MIN_BITS - 1, MAX_BITS)
     flat = codes.reshape(-1).to(torch.int32)
     if flat.numel() and (int(flat.min()) < 0 or int(flat.max()) >= 1 << bits):
         raise ValueError(f"codes must lie in [0, {(1 << bits) - 1}] to fit in {bits} bits")
@@ -209,6 +208,8 @@ def unpack_bits(packed: torch.Tensor, bits: int, n: int) -> torch.Tensor:
 
     Chapter 5, *Quantization*.
     """
+    whole(bits, "bits", MIN_BITS - 1, MAX_BITS)  # as pack_bits: 9 bits would not fit the uint8 codes
+    whole(n, "n (the number of codes)", 0)
     if packed.numel() != _packed_size(n, bits):
         raise ValueError(f"{packed.numel()} bytes cannot hold exactly {n} codes of {bits} bits "
                          f"({_packed_size(n, bits)} bytes expected)")
@@ -441,7 +442,7 @@ class QTensor:
     @property
     def bits_per_value(self) -> float:
         """Stored bits per original value, overheads included (8 * nbytes / numel)."""
-        return 8 * self.nbytes / self.numel
+        return 8 * self.nbytes / _numel(self.shape)
 
     def unpack(self) -> Codes:
         """The codes, the scales as used to decode and the zero points, unpacked and shaped (rows, groups, ...)."""
@@ -549,7 +550,7 @@ def storage_bytes(shape: tuple[int, ...], config: QuantConfig | str) -> dict[str
     Chapter 5, *Quantization*.
     """
     config = get_config(config)
-    rows, groups, size = geometry(tuple(shape), config)
+    rows, groups, size = geometry(tensor_shape(shape), config)
     n_scales = rows * groups
     out = {"codes": _packed_size(rows * groups * size, config.bits)}
     if config.double_quant:
@@ -567,7 +568,15 @@ def bits_per_value(shape: tuple[int, ...], config: QuantConfig | str) -> float:
 
     Chapter 5, *Quantization*.
     """
-    return 8 * sum(storage_bytes(shape, config).values()) / math.prod(shape)
+    return 8 * sum(storage_bytes(shape, config).values()) / _numel(tensor_shape(shape))
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    """The number of values of a ``shape`` tensor, refusing an empty one (it has no bits per value)."""
+    if math.prod(shape) == 0:
+        raise ValueError(f"a tensor of shape {shape} holds no values, so it has no bits per value; "
+                         "storage_bytes gives its bytes")
+    return math.prod(shape)
 
 
 def error_stats(x: torch.Tensor, config: QuantConfig | str) -> dict[str, float]:

@@ -24,6 +24,8 @@ script starts its own ranks::
 
     torchrun --nproc-per-node=8 -m course_lib.hardware.allreduce_bench
     python -m course_lib.hardware.allreduce_bench --nprocs 2 --sizes 4096 1048576
+
+A bad flag is refused before any rank starts, once (by rank 0 under torchrun), naming the flag.
 """
 
 from __future__ import annotations
@@ -275,24 +277,50 @@ def sweep_table(sweep: AllReduceSweep, link: Link | None = None) -> Table:
     return Table(headers, rows, title=title)
 
 
+def _check_flags(args: argparse.Namespace) -> None:
+    """Refuse flags that are fine alone and wrong together, naming them as typed."""
+    item = _dtype(args.dtype).itemsize
+    for size in args.sizes or ():
+        if size % item:
+            nearest = size - size % item or item
+            raise ValueError(f"--sizes {size} is not a whole number of {item}-byte {args.dtype} "
+                             f"elements; use a multiple of {item} (e.g. {nearest}).")
+    if "RANK" in os.environ:  # under torchrun, which chose the ranks and the backend
+        return
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if args.backend == "nccl" and gpus < args.nprocs:
+        raise ValueError(f"--backend nccl runs one rank per GPU: --nprocs {args.nprocs} asked for, "
+                         f"{gpus} GPU(s) here; use --backend gloo (CPU processes) or auto"
+                         + (f", or --nprocs {gpus} or fewer." if gpus >= 2 else "."))
+    try:
+        launch.check_world_size(args.nprocs, launch.resolve_backend(args.backend, args.nprocs))
+    except (ValueError, launch.LaunchError) as err:
+        raise ValueError(f"--nprocs {args.nprocs}: {err}") from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """The script: under torchrun every rank sweeps and rank 0 prints; alone, it starts its ranks.
 
     Chapter 10, *Hardware for LLM training*.
     """
-    parser = argparse.ArgumentParser(
+    parser = launch.RankArgumentParser(
         prog="python -m course_lib.hardware.allreduce_bench",
         description="All-reduce time and bandwidth against message size (gloo or NCCL); under "
                     "torchrun --nproc-per-node=N -m ... it runs on torchrun's ranks.")
-    parser.add_argument("--sizes", type=int, nargs="+", default=None,
+    parser.add_argument("--sizes", type=launch.whole_number(1), nargs="+", default=None,
                         help="message sizes in bytes (default: powers of 4 from 4 KiB)")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--repeats", type=launch.whole_number(1), default=5)
+    parser.add_argument("--warmup", type=launch.whole_number(0), default=2)
     parser.add_argument("--dtype", default="fp32", choices=list(_DTYPES))
-    parser.add_argument("--nprocs", type=int, default=2, help="ranks to start (not under torchrun)")
+    parser.add_argument("--nprocs", type=launch.whole_number(2), default=2,
+                        help="ranks to start, at least 2 (not under torchrun)")
     parser.add_argument("--backend", default="auto", choices=["auto", "gloo", "nccl"],
                         help="not under torchrun, where the backend follows the device")
     args = parser.parse_args(argv)
+    try:
+        _check_flags(args)
+    except ValueError as err:
+        parser.error(str(err))
     if "RANK" in os.environ:  # started by torchrun: this process is one rank
         sweep = allreduce_sweep(args.sizes, args.repeats, args.warmup, args.dtype)
         if int(os.environ["RANK"]) != 0:

@@ -182,6 +182,7 @@ EN: dict[str, str] = {
     "calc_note_stage3": "stage 3 gathers each layer's full weights before use (two layers' worth held)",
     "calc_note_buckets": "all-reduce / reduce-scatter buckets (2 x 25 MB, DDP's default bucket size)",
     "calc_note_adam8bit": "8-bit Adam keeps a small FP32 scale per block of 2048 values, ignored here",
+    "calc_note_zero_one_gpu": "ZeRO shards across GPUs: on one GPU it saves nothing, so these are stage 0's figures",
     # Bad input (course_lib.numbers.memory raises these too: parse_count and check_job)
     "calc_cannot": "Cannot compute:",
     "calc_err_count": "cannot read {text} as a parameter count; write a positive number such as 7e9, 7B, 125M or 1.3b",
@@ -191,6 +192,12 @@ EN: dict[str, str] = {
     "calc_what_seq_len": "sequence length",
     "calc_err_gpus": "number of GPUs must be a whole number >= 1, got {value}",
     "calc_err_zero": "ZeRO stage must be one of {stages}, got {value}",
+    "calc_err_whole": "{what} must be a whole number >= 1, got {value}",
+    "calc_err_max": "{what} must be at most {limit}, got {value}; is there a digit too many?",
+    "calc_err_context": (
+        "sequence length {value} is longer than the model's context of {positions} positions; "
+        "use {positions} tokens or fewer"
+    ),
 }
 
 #: Dutch, for the Dutch edition. Terms follow :data:`GLOSSARY`.
@@ -347,6 +354,9 @@ NL: dict[str, str] = {
     "calc_note_adam8bit": (
         "8-bit Adam bewaart per blok van 2048 waarden een kleine FP32-schaalfactor; die is hier niet meegeteld"
     ),
+    "calc_note_zero_one_gpu": (
+        "ZeRO verdeelt over GPU's: op \u00e9\u00e9n GPU bespaart het niets, dus dit zijn de getallen van ZeRO-stage 0"
+    ),
     "calc_cannot": "Berekening niet mogelijk:",
     "calc_err_count": (
         "{text} is niet te lezen als aantal parameters; schrijf een positief getal zoals 7e9, 7B, 125M of 1,3B"
@@ -357,6 +367,12 @@ NL: dict[str, str] = {
     "calc_what_seq_len": "de sequentielengte",
     "calc_err_gpus": "het aantal GPU's moet een geheel getal van minstens 1 zijn, niet {value}",
     "calc_err_zero": "de ZeRO-stage moet een van {stages} zijn, niet {value}",
+    "calc_err_whole": "{what} moet een geheel getal van minstens 1 zijn, niet {value}",
+    "calc_err_max": "{what} mag hoogstens {limit} zijn, niet {value}; staat er een cijfer te veel?",
+    "calc_err_context": (
+        "de sequentielengte {value} is langer dan de context van het model ({positions} posities); "
+        "neem hoogstens {positions} tokens"
+    ),
 }
 
 _TABLES = {"en": EN, "nl": NL}

@@ -26,6 +26,7 @@ import torch
 
 from course_lib.base import dtypes
 from course_lib.base.checks import choice as _choice
+from course_lib.base.checks import number as _number
 from course_lib.base.checks import positive as _positive
 from course_lib.numbers import i18n
 
@@ -87,6 +88,11 @@ OPTIMIZERS: dict[str, Optimizer] = {
 }
 
 ZERO_STAGES = (0, 1, 2, 3)
+
+#: The largest parameter count and sequence length the estimator takes: far beyond any model trained
+#: or any context in use, so that a larger one is taken for what it most likely is, a digit too many.
+MAX_PARAMS = 10**15
+MAX_SEQ_LEN = 10**8
 
 #: The lecture notes' rule of thumb: 4 bytes of FP32 weights plus "about 20 extra bytes per parameter".
 RULE_OF_THUMB_BYTES_PER_PARAM = 24
@@ -158,7 +164,7 @@ def gb(n_bytes: float) -> float:
 
     Chapter 2, *The memory wall*.
     """
-    return n_bytes / GB
+    return _number(n_bytes, "n_bytes") / GB
 
 
 def bytes_per_param(dtype: str) -> float:
@@ -174,7 +180,7 @@ def weight_memory(n_params: float, dtype: str = "fp32") -> float:
 
     Chapter 2, *The memory wall*.
     """
-    return _positive(n_params, "number of parameters") * bytes_per_param(dtype)
+    return check_count(n_params, "calc_what_params", MAX_PARAMS) * bytes_per_param(dtype)
 
 
 def shape_for_params(n_params: float, vocab: int = 50257) -> ModelShape:
@@ -182,7 +188,7 @@ def shape_for_params(n_params: float, vocab: int = 50257) -> ModelShape:
 
     Chapter 2, *The memory wall*.
     """
-    n = _positive(n_params, "number of parameters")
+    n = check_count(n_params, "calc_what_params", MAX_PARAMS)
     _, layers, _ = min(_GPT3_FAMILY, key=lambda row: abs(math.log(row[0] / n)))
     # Solve 12*L*h^2 + (vocab + positions)*h ~= n for h, then round to a multiple of 64.
     positions = 2048
@@ -306,20 +312,51 @@ class Breakdown:
         return out
 
 
+def check_count(value: float, what: str, limit: int | None = None, language: str = "en") -> float:
+    """``value`` if it is a whole number from 1 to ``limit``; else a ValueError in ``language`` saying why.
+
+    ``what`` is the i18n key of the count's name (``calc_what_params``, ``calc_what_batch``,
+    ``calc_what_seq_len``). A float within rounding of a whole number is whole: ``"4.1B"`` reads as
+    ``4.1 * 1e9``, which is 4099999999.9999995. A parameter count below 1 is told to be positive
+    (it is written as a quantity, ``7e9``); a batch or a sequence length to be a whole number >= 1.
+
+    Chapter 2, *The memory wall*.
+    """
+    def refuse(key: str, **values: object) -> ValueError:
+        shown = i18n.localise_number(repr(value), language)
+        return ValueError(i18n.text(key, language, what=i18n.text(what, language), value=shown, **values))
+
+    try:
+        _positive(value, what)
+    except ValueError:
+        raise refuse("calc_err_positive" if what == "calc_what_params" else "calc_err_whole") from None
+    if abs(value - round(value)) > 1e-9 * value:
+        raise refuse("calc_err_whole")
+    if limit is not None and value > limit:
+        raise refuse("calc_err_max", limit=i18n.localise_number(f"{limit:,}", language))
+    return value
+
+
+def check_context(shape: ModelShape, seq_len: int, language: str = "en") -> None:
+    """A ValueError in ``language`` if ``seq_len`` is longer than the shape's learned positions (0: no limit).
+
+    Chapter 2, *The memory wall*.
+    """
+    if 0 < shape.positions < seq_len:
+        raise ValueError(i18n.text("calc_err_context", language, value=seq_len, positions=shape.positions))
+
+
 def check_job(batch: int, seq_len: int, gpus: int, zero_stage: int, language: str = "en") -> None:
-    """A ValueError in ``language`` unless batch and sequence length are positive, gpus >= 1 and zero_stage 0-3.
+    """A ValueError in ``language`` unless batch and sequence length are whole numbers >= 1 (a sequence at
+    most :data:`MAX_SEQ_LEN`), gpus >= 1, zero_stage 0-3 and ``language`` one the widgets speak.
 
     :func:`training_memory` checks its job with it, the memory calculator too, in its own language.
 
     Chapter 2, *The memory wall*.
     """
-    for value, what in ((batch, "calc_what_batch"), (seq_len, "calc_what_seq_len")):
-        try:
-            _positive(value, what)
-        except ValueError:
-            shown = i18n.localise_number(repr(value), language)
-            what = i18n.text(what, language)
-            raise ValueError(i18n.text("calc_err_positive", language, what=what, value=shown)) from None
+    i18n.check_language(language)
+    check_count(batch, "calc_what_batch", None, language)
+    check_count(seq_len, "calc_what_seq_len", MAX_SEQ_LEN, language)
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
         raise ValueError(i18n.text("calc_err_gpus", language, value=repr(gpus)))
     if zero_stage not in ZERO_STAGES or isinstance(zero_stage, bool):
@@ -348,10 +385,12 @@ def training_memory(
 
     Chapter 2, *The memory wall*.
     """
-    n = _positive(n_params, "number of parameters")
+    n = check_count(n_params, "calc_what_params", MAX_PARAMS)
     prec = PRECISIONS[_choice(precision, PRECISIONS, "precision")]
     opt = OPTIMIZERS[_choice(optimizer, OPTIMIZERS, "optimizer")]
     check_job(batch, seq_len, gpus, zero_stage)
+    if shape is not None:  # a bare count's shape is a guess; a given one says how many positions it has
+        check_context(shape, seq_len)
 
     shape = shape or shape_for_params(n)
     state_bytes = opt.bytes_per_state if opt.bytes_per_state is not None else prec.state_bytes
@@ -384,6 +423,8 @@ def training_memory(
     if gpus > 1:
         temporaries += 2 * 25e6
         notes.append(i18n.text("calc_note_buckets"))
+    if zero_stage > 0 and gpus == 1:  # legal (FSDP runs on one GPU) but shards nothing
+        notes.append(i18n.text("calc_note_zero_one_gpu"))
     if opt.name == "adam-8bit":
         notes.append(i18n.text("calc_note_adam8bit"))
     return Breakdown(
@@ -396,7 +437,7 @@ def rule_of_thumb(n_params: float) -> float:
 
     Chapter 2, *The memory wall*.
     """
-    return _positive(n_params, "number of parameters") * RULE_OF_THUMB_BYTES_PER_PARAM
+    return check_count(n_params, "calc_what_params", MAX_PARAMS) * RULE_OF_THUMB_BYTES_PER_PARAM
 
 
 def min_gpus_to_fit(breakdown_fn: Callable[[int], Breakdown], gpu: GPU, max_gpus: int = 4096) -> int | None:
@@ -404,6 +445,7 @@ def min_gpus_to_fit(breakdown_fn: Callable[[int], Breakdown], gpu: GPU, max_gpus
 
     Chapter 2, *The memory wall*.
     """
+    _positive(max_gpus, "max_gpus", integer=True)
     n = 1
     while n <= max_gpus:
         if breakdown_fn(n).total <= gpu.capacity:
@@ -499,11 +541,11 @@ def parse_count(text: str | float) -> float:
     Chapter 2, *The memory wall*.
     """
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return _positive(float(text), "number of parameters")
+        return check_count(float(text), "calc_what_params", MAX_PARAMS)
     value = read_count(text)
     if value is None:
         raise ValueError(i18n.text("calc_err_count", text=repr(text)))
-    return _positive(value, "number of parameters")
+    return check_count(value, "calc_what_params", MAX_PARAMS)
 
 
 def read_count(text: str) -> float | None:

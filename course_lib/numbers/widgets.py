@@ -12,17 +12,17 @@ refused rather than guessed at.
 from __future__ import annotations
 
 import html
-import math
 
 import ipywidgets as widgets
 
+from course_lib.base.checks import choice
 from course_lib.numbers import i18n, memory
 
 __all__ = ["CUSTOM", "MemoryCalculator", "memory_calculator"]
 
 CUSTOM = "custom"
 #: The notes course_lib.numbers.memory.training_memory may write, by their text key.
-_NOTES = ("calc_note_stage3", "calc_note_buckets", "calc_note_adam8bit")
+_NOTES = ("calc_note_stage3", "calc_note_buckets", "calc_note_adam8bit", "calc_note_zero_one_gpu")
 _MARK = "\x00verdict\x00"
 
 
@@ -72,6 +72,9 @@ class MemoryCalculator(widgets.VBox):
     """A "will it fit?" calculator: model, precision, optimizer, batch, sequence, GPUs, ZeRO stage -> breakdown and verdicts.
 
     ``language`` ('en', the default, or 'nl') is the language of its labels, results and messages.
+    ``precision`` and ``optimizer`` take the names the command line takes, in any case
+    (``'BF16-mixed'`` is ``'bf16-mixed'``); an unknown one is a ValueError listing the valid ones.
+    Choosing a preset with fewer positions than the sequence length lowers the sequence length to them.
 
     Chapter 2, *The memory wall*.
     """
@@ -79,6 +82,8 @@ class MemoryCalculator(widgets.VBox):
     def __init__(self, params: str = "1B", precision: str = "fp32", optimizer: str = "adam", *,
                  language: str = "en") -> None:  # fmt: skip
         self.language = i18n.check_language(language)
+        precision = choice(precision, memory.PRECISIONS, "precision")
+        optimizer = choice(optimizer, memory.OPTIMIZERS, "optimizer")
         t = self._t
         style = {"description_width": "150px"}
         layout = widgets.Layout(width="360px")
@@ -127,7 +132,11 @@ class MemoryCalculator(widgets.VBox):
         self.add_class("course-memory-calculator")
         self.update()
 
-    def _on_change(self, _change: dict) -> None:
+    def _on_change(self, change: dict) -> None:
+        preset = memory.MODEL_PRESETS.get(self.model.value)
+        if change["owner"] is self.model and preset and 0 < preset.positions < self.seq_len.value:
+            self.seq_len.value = preset.positions  # the preset's context caps the sequence; this redraws
+            return
         self.update()
 
     def _t(self, key: str, **values: object) -> str:
@@ -143,23 +152,18 @@ class MemoryCalculator(widgets.VBox):
         n = None if raw is None else memory.read_count(raw)
         if n is None:
             raise ValueError(self._t("calc_err_count", text=repr(text)))
-        self._positive(n, "calc_what_params")
-        return n
-
-    def _positive(self, value: float, what: str) -> None:
-        if not (math.isfinite(value) and value > 0):
-            shown = i18n.localise_number(repr(value), self.language)
-            raise ValueError(self._t("calc_err_positive", what=self._t(what), value=shown))
+        return memory.check_count(n, "calc_what_params", memory.MAX_PARAMS, self.language)
 
     def compute(self) -> memory.Breakdown:
         """The breakdown for the current inputs; raises ValueError (in the calculator's language) on bad input."""
         if self.model.value == CUSTOM:
-            n_params = self._count()
-            shape = memory.shape_for_params(n_params)
+            n_params, shape = self._count(), None  # training_memory gives a bare count a shape
         else:
             shape = memory.MODEL_PRESETS[self.model.value]
             n_params = shape.n_params
         memory.check_job(self.batch.value, self.seq_len.value, self.gpus.value, self.zero.value, self.language)
+        if shape is not None:
+            memory.check_context(shape, self.seq_len.value, self.language)
         return memory.training_memory(
             n_params,
             precision=self.precision.value,

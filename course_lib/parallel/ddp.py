@@ -9,16 +9,21 @@ model. :func:`train_ddp` runs inside each rank (start it with
 The module is also the torchrun entry point, on GPUs (NCCL) or CPUs (gloo) alike::
 
     torchrun --nproc-per-node=2 -m course_lib.parallel.ddp --steps 20 --check
+
+Its flags are checked before any rank joins the group, and a bad one is reported once, by rank 0
+(:func:`parse_run_arguments`).
 """
 
 from __future__ import annotations
 
 import argparse
 import bisect
+import functools
 import hashlib
+import os
 import statistics
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -36,10 +41,10 @@ from course_lib.text import course_model, data, models, training
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-__all__ = ["DDPRank", "Timings", "TrainingRun", "add_run_arguments", "check_batch", "checksum",
-           "flat_parameters", "fresh_model", "local_batches", "main", "median_step", "rank_tokenizer",
-           "recipe_for", "report_check", "shard", "timings", "train_ddp", "train_many",
-           "train_single", "wrap_ddp"]
+__all__ = ["DDPRank", "Timings", "TrainingRun", "add_run_arguments", "check_batch", "check_flags",
+           "checksum", "context_length", "flat_parameters", "fresh_model", "local_batches", "main",
+           "median_step", "parse_run_arguments", "rank_tokenizer", "recipe_for", "report_check",
+           "shard", "timings", "train_ddp", "train_many", "train_single", "wrap_ddp"]
 
 HOOKS = {"counting": counting_hook, "ring": ring_hook}
 
@@ -49,9 +54,11 @@ def check_batch(global_batch: int, world_size: int, accumulate: int = 1) -> None
 
     Chapter 8, *Data parallelism with DDP*.
     """
+    for name, value in (("global_batch", global_batch), ("world_size", world_size),
+                        ("accumulate", accumulate)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a whole number >= 1, got {value!r}.")
     parts = world_size * accumulate
-    if isinstance(global_batch, bool) or not isinstance(global_batch, int) or global_batch < 1:
-        raise ValueError(f"global_batch must be a whole number >= 1, got {global_batch!r}.")
     if global_batch % parts:
         raise ValueError(f"a global batch of {global_batch} rows does not divide across "
                          f"{world_size} rank(s) x {accumulate} micro-batch(es); use a multiple of "
@@ -68,14 +75,30 @@ def shard(n_rows: int, world_size: int, rank: int) -> list[int]:
     return list(sampler)
 
 
+@functools.lru_cache(maxsize=1)
+def context_length() -> int:
+    """The longest sequence the chapter's model reads: the positions of the course's GPT-2.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    return int(course_model.course_model_config(data.course_tokenizer()).n_positions)
+
+
 def recipe_for(steps: int, global_batch: int, seq_len: int, lr: float, seed: int,
                device: str = "cpu") -> training.Recipe:
     """The chapter's recipe: the global batch per step, a short warm-up, the given device.
 
+    ``seq_len`` may not pass the model's context (:func:`context_length`).
+
     Chapter 8, *Data parallelism with DDP*.
     """
-    return training.Recipe(steps=steps, batch_size=global_batch, seq_len=seq_len, lr=lr,
-                           warmup_steps=min(5, steps), seed=seed, device=device)
+    recipe = training.Recipe(steps=steps, batch_size=global_batch, seq_len=seq_len, lr=lr,
+                             warmup_steps=min(5, steps), seed=seed, device=device)
+    if seq_len > context_length():
+        raise ValueError(f"seq_len={seq_len} is longer than the model's context: the course's "
+                         f"GPT-2 reads at most {context_length()} tokens; use seq_len <= "
+                         f"{context_length()}.")
+    return recipe
 
 
 def local_batches(tokenizer: PreTrainedTokenizerBase, recipe: training.Recipe, world_size: int,
@@ -336,13 +359,64 @@ def add_run_arguments(parser: argparse.ArgumentParser, steps: int) -> None:
 
     Chapter 8, *Data parallelism with DDP*.
     """
-    parser.add_argument("--steps", type=int, default=steps)
-    parser.add_argument("--global-batch", type=int, default=8)
-    parser.add_argument("--seq-len", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=3e-3)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--steps", type=launch.whole_number(1), default=steps)
+    parser.add_argument("--global-batch", type=launch.whole_number(1), default=8,
+                        help="rows per step, all ranks together")
+    parser.add_argument("--seq-len", type=launch.whole_number(2), default=64,
+                        help="tokens per row, at most the model's context")
+    parser.add_argument("--lr", type=launch.positive_number, default=3e-3)
+    parser.add_argument("--seed", type=launch.whole_number(0), default=0)
     parser.add_argument("--check", action="store_true",
                         help="rank 0 also trains one process on the global batch and compares")
+
+
+def check_flags(args: argparse.Namespace, world_size: int) -> None:
+    """Refuse flags that are fine alone and wrong together, naming them as they were typed.
+
+    Each flag's own range is checked as it is parsed (:func:`add_run_arguments`); here the
+    global batch must split into ``world_size`` ranks x ``--accumulate`` micro-batches, and
+    ``--seq-len`` must fit the model's context.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    accumulate = getattr(args, "accumulate", 1)
+    parts = world_size * accumulate
+    if args.global_batch % parts:
+        per = "" if accumulate == 1 else f" x --accumulate {accumulate}"
+        raise ValueError(f"--global-batch {args.global_batch} does not split evenly across "
+                         f"{world_size} rank(s){per}; use a multiple of {parts}, e.g. "
+                         f"--global-batch {parts} or {2 * parts}.")
+    if args.seq_len > context_length():
+        raise ValueError(f"--seq-len {args.seq_len} is longer than the model's context: the "
+                         f"course's GPT-2 reads at most {context_length()} tokens; use --seq-len "
+                         f"{context_length()} or less.")
+
+
+def parse_run_arguments(parser: launch.RankArgumentParser, argv: Sequence[str] | None,
+                        check: Callable[[argparse.Namespace, int], None]) -> argparse.Namespace:
+    """The command line, checked before any rank joins the group; each problem reported once.
+
+    ``check`` (e.g. :func:`check_flags`) gets the parsed flags and torchrun's world size. A bad
+    flag, or a script that torchrun did not start, is printed by rank 0 only, and every rank
+    exits with status 2, without a traceback.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    args = parser.parse_args(argv)
+    try:
+        world_size = max(1, int(os.environ.get("WORLD_SIZE", "1")))
+    except ValueError:
+        world_size = 1
+    try:
+        check(args, world_size)
+    except ValueError as err:
+        parser.error(str(err))
+    missing = [k for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+               if k not in os.environ]
+    if missing:
+        parser.error(f"{', '.join(missing)} not set: this script runs on the ranks that "
+                     f"torchrun starts; run it as {parser.prog.replace('=N', '=2')} ...")
+    return args
 
 
 def report_check(args: argparse.Namespace, rank: int, backend: str,
@@ -364,14 +438,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Chapter 8, *Data parallelism with DDP*.
     """
-    parser = argparse.ArgumentParser(
+    parser = launch.RankArgumentParser(
         prog="torchrun --nproc-per-node=N -m course_lib.parallel.ddp",
         description="Train the course's GPT-2 with DistributedDataParallel (gloo or NCCL).")
     add_run_arguments(parser, steps=20)
-    parser.add_argument("--accumulate", type=int, default=1)
-    parser.add_argument("--bucket-cap-mb", type=float, default=None,
+    parser.add_argument("--accumulate", type=launch.whole_number(1), default=1,
+                        help="micro-batches per step (gradient accumulation)")
+    parser.add_argument("--bucket-cap-mb", type=launch.positive_number, default=None,
                         help="DDP's bucket size in MiB (default: DDP's own, 25 with a first of 1)")
-    args = parser.parse_args(argv)
+    args = parse_run_arguments(parser, argv, check_flags)
     result = train_ddp(args.steps, args.global_batch, args.seq_len, args.lr, args.seed,
                        args.accumulate, bucket_cap_mb=args.bucket_cap_mb)
     seconds = result.step_times[-1] - result.start

@@ -19,6 +19,9 @@ runs inside each rank (start it with :func:`course_lib.parallel.launch.launch`);
 also the torchrun entry point, on GPUs (NCCL) or CPUs (gloo) alike::
 
     torchrun --nproc-per-node=4 -m course_lib.parallel.fsdp --strategy zero3 --check
+
+Its flags are checked before any rank joins the group (:func:`check_flags`), and a bad one is
+reported once, by rank 0.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 
 from course_lib.numbers import memory
-from course_lib.parallel import launch
+from course_lib.parallel import ddp, launch
 from course_lib.parallel.collectives import Collectives, volume
 from course_lib.parallel.ddp import (
     add_run_arguments,
@@ -43,6 +46,7 @@ from course_lib.parallel.ddp import (
     flat_parameters,
     fresh_model,
     local_batches,
+    parse_run_arguments,
     rank_tokenizer,
     recipe_for,
     report_check,
@@ -50,9 +54,9 @@ from course_lib.parallel.ddp import (
 from course_lib.parallel.traffic import Traffic, counting_hook
 from course_lib.text import data, models, training
 
-__all__ = ["STRATEGIES", "ShardedRank", "check_offload", "check_strategy", "expected_volume",
-           "full_parameters", "initial_parameters", "main", "shard_model", "train_many",
-           "train_sharded", "units"]
+__all__ = ["STRATEGIES", "ShardedRank", "check_flags", "check_offload", "check_strategy",
+           "expected_volume", "full_parameters", "initial_parameters", "main", "shard_model",
+           "train_many", "train_sharded", "units"]
 
 #: The strategies, and what each one shards.
 STRATEGIES = {
@@ -89,6 +93,33 @@ def check_strategy(strategy: str, world_size: int, shard_factor: int | None = No
         raise ValueError(f"shard_factor={shard_factor} does not divide the {world_size} ranks into "
                          f"equal groups; use one of {divisors}.")
     return shard_factor
+
+
+def check_flags(args: argparse.Namespace, world_size: int) -> None:
+    """Refuse flags that are fine alone and wrong together, naming them as they were typed.
+
+    Those of :func:`course_lib.parallel.ddp.check_flags`, and: ``--strategy hsdp`` needs a
+    ``--shard-factor`` that divides the ranks, which the other strategies fix themselves;
+    ``--offload`` and ``--mixed-precision`` are FSDP's (not ``ddp``'s or ``zero1``'s).
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    ddp.check_flags(args, world_size)
+    strategy, factor = args.strategy, args.shard_factor
+    divisors = ", ".join(str(d) for d in range(1, world_size + 1) if world_size % d == 0)
+    if strategy == "hsdp" and factor is None:
+        raise ValueError("--strategy hsdp needs --shard-factor, the number of ranks that share one "
+                         f"copy of the model: one of {divisors} for {world_size} rank(s).")
+    if strategy == "hsdp" and world_size % factor:
+        raise ValueError(f"--shard-factor {factor} does not divide the {world_size} rank(s) into "
+                         f"equal groups; use one of {divisors}.")
+    fixed = 1 if strategy in ("ddp", "zero1") else world_size
+    if strategy != "hsdp" and factor not in (None, fixed):
+        raise ValueError(f"--shard-factor only applies to --strategy hsdp (--strategy {strategy} "
+                         "fixes it); use --strategy hsdp, or leave --shard-factor out.")
+    if strategy in ("ddp", "zero1") and (args.offload or args.mixed_precision):
+        raise ValueError(f"--offload and --mixed-precision are FSDP options, not {strategy}'s: use "
+                         "them with --strategy zero2, zero3 or hsdp.")
 
 
 def check_offload(n_bytes: float) -> None:
@@ -328,17 +359,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Chapter 9, *Sharding with ZeRO and FSDP*.
     """
-    parser = argparse.ArgumentParser(
+    parser = launch.RankArgumentParser(
         prog="torchrun --nproc-per-node=N -m course_lib.parallel.fsdp",
         description="Train the course's GPT-2 with ZeRO / FSDP sharding (gloo or NCCL).")
     parser.add_argument("--strategy", default="zero3", choices=list(STRATEGIES))
-    parser.add_argument("--shard-factor", type=int, default=None,
+    parser.add_argument("--shard-factor", type=launch.whole_number(1), default=None,
                         help="ranks that share one copy of the model (strategy hsdp only)")
     parser.add_argument("--offload", action="store_true", help="FSDP's CPUOffloadPolicy")
     parser.add_argument("--mixed-precision", action="store_true",
                         help="FSDP's MixedPrecisionPolicy: bf16 parameters, fp32 reduction")
     add_run_arguments(parser, steps=10)
-    args = parser.parse_args(argv)
+    args = parse_run_arguments(parser, argv, check_flags)
     result = train_sharded(args.strategy, args.steps, args.global_batch, args.seq_len, args.lr,
                            args.seed, args.shard_factor, args.offload, args.mixed_precision)
     held = ", ".join(f"{k} {v / 1e6:.2f} MB" for k, v in result.state_bytes.items())

@@ -8,16 +8,26 @@ front, stops them all when one fails or the time is up, and returns what each ra
 returned. Inside a worker, :func:`init_worker` reads those variables and joins the process group,
 so the same function runs unchanged under ``torchrun`` (NCCL, one GPU per local rank) and under
 :func:`launch` (gloo on CPU processes).
+
+No orphans: each rank leads its own process group, so that stopping it stops what it started
+(subprocesses, DataLoader workers), and it watches the launcher: when the launcher dies, even by
+SIGKILL, the rank ends its group and removes the launch folder. :class:`RankArgumentParser` gives
+the torchrun scripts one message for a bad flag, printed by rank 0, instead of one per rank.
 """
 
 from __future__ import annotations
 
+import argparse
 import collections
+import ctypes
 import datetime
 import importlib
 import json
+import math
 import os
+import pickle
 import queue
+import shutil
 import signal
 import socket
 import subprocess
@@ -28,7 +38,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, NoReturn
 
 import torch
 import torch.distributed as dist
@@ -36,20 +46,30 @@ import torch.distributed as dist
 __all__ = [
     "Hello",
     "LaunchError",
+    "RankArgumentParser",
     "Worker",
     "check_port",
     "check_world_size",
     "free_port",
     "hello",
     "init_worker",
+    "is_rank_zero",
     "launch",
+    "positive_number",
     "resolve_backend",
     "shutdown",
+    "whole_number",
 ]
 
 HOST = "127.0.0.1"
 #: At most this many CPU processes per core, and never more than this many in all (gloo on CPU).
 MAX_CPU_RANKS = 8
+#: How often (seconds) a rank looks whether its launcher is still there.
+WATCH_INTERVAL = 0.2
+#: On a bad flag, the seconds the other ranks wait for rank 0 to report it: torchrun stops the
+#: whole group as soon as one rank exits, and rank 0 must not be stopped before it has spoken.
+RANK_ZERO_WAIT = 30.0
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>: the signal a process gets when its parent dies
 
 
 class LaunchError(RuntimeError):
@@ -85,6 +105,68 @@ def say(line: str) -> None:
     sys.stdout.flush()
 
 
+def is_rank_zero() -> bool:
+    """Whether this process speaks for its group: rank 0 of torchrun or launch, or no rank at all.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    return os.environ.get("RANK", "0").strip() in ("", "0")
+
+
+class RankArgumentParser(argparse.ArgumentParser):
+    """The argument parser of a script that every torchrun rank runs: one message for a bad flag.
+
+    Under torchrun each rank parses the same command line, and a bad flag would be reported once
+    per rank, each with its traceback. Here only rank 0 prints the usage and the message, which
+    names the flag as typed, and every rank exits with status 2 (before joining a process group);
+    the others first wait up to :data:`RANK_ZERO_WAIT` seconds, until torchrun stops them.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        """Print the usage and ``message`` on rank 0 only; exit with status 2 on every rank."""
+        if is_rank_zero():
+            self.print_usage(sys.stderr)
+            sys.stderr.write(f"{self.prog}: error: {message}\n")
+            sys.stderr.flush()
+        else:
+            time.sleep(RANK_ZERO_WAIT)
+        raise SystemExit(2)
+
+
+def whole_number(minimum: int = 1) -> Callable[[str], int]:
+    """An argparse ``type=``: the flag's text as a whole number >= ``minimum``, or its message.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be a whole number >= {minimum}, got {text!r}")
+        return value
+
+    parse.__name__ = f"whole number >= {minimum}"
+    return parse
+
+
+def positive_number(text: str) -> float:
+    """An argparse ``type=``: the flag's text as a positive finite number, or its message.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
 def free_port(host: str = HOST) -> int:
     """A TCP port that nothing listens on right now, chosen by the operating system.
 
@@ -118,6 +200,7 @@ def resolve_backend(backend: str, nprocs: int) -> str:
 
     Chapter 8, *Data parallelism with DDP*.
     """
+    _check_count(nprocs)
     gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if backend == "auto":
         return "nccl" if gpus >= nprocs and dist.is_nccl_available() else "gloo"
@@ -134,13 +217,17 @@ def resolve_backend(backend: str, nprocs: int) -> str:
     raise ValueError(f"backend must be 'auto', 'gloo' or 'nccl', got {backend!r}.")
 
 
+def _check_count(nprocs: Any) -> None:
+    if isinstance(nprocs, bool) or not isinstance(nprocs, int) or nprocs < 1:
+        raise ValueError(f"nprocs must be a whole number >= 1 (the number of ranks), got {nprocs!r}.")
+
+
 def check_world_size(nprocs: int, backend: str = "gloo") -> int:
     """Return ``nprocs`` if this machine can sensibly run that many ranks; otherwise say why not.
 
     Chapter 8, *Data parallelism with DDP*.
     """
-    if isinstance(nprocs, bool) or not isinstance(nprocs, int) or nprocs < 1:
-        raise ValueError(f"nprocs must be a whole number >= 1 (the number of ranks), got {nprocs!r}.")
+    _check_count(nprocs)
     cores = os.cpu_count() or 1
     limit = min(MAX_CPU_RANKS, max(4, 2 * cores))
     if backend == "gloo" and nprocs > limit:
@@ -155,7 +242,7 @@ def _environment(rank: int, nprocs: int, port: int, backend: str, threads: int) 
     environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(nprocs),
                    LOCAL_WORLD_SIZE=str(nprocs), MASTER_ADDR=HOST, MASTER_PORT=str(port),
                    COURSE_LIB_BACKEND=backend, OMP_NUM_THREADS=str(threads),
-                   PYTHONUNBUFFERED="1")
+                   PYTHONUNBUFFERED="1", COURSE_LIB_LAUNCHER=str(os.getpid()))
     # Idle OpenMP threads sleep instead of spinning: ranks that share cores slow each other less.
     environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # one machine: the loopback interface
@@ -195,11 +282,13 @@ def launch(target: str, nprocs: int = 2, kwargs: dict[str, Any] | None = None, *
     that pickles) comes back in rank order.
     Lines the workers print appear here as ``[rank r] ...``. If a rank fails, its traceback is shown,
     the other ranks are stopped and :class:`LaunchError` is raised; the same after ``timeout``
-    seconds. ``threads`` is each rank's ``OMP_NUM_THREADS`` (default: the cores shared out).
+    seconds, and when a rank returns what cannot be sent back or ends without returning.
+    ``threads`` is each rank's ``OMP_NUM_THREADS`` (default: the cores shared out). Should this
+    process die, the ranks end too, with what they started, and remove the launch folder.
 
     Chapter 8, *Data parallelism with DDP*.
     """
-    backend = resolve_backend(backend, nprocs if isinstance(nprocs, int) else 1)
+    backend = resolve_backend(backend, nprocs)
     check_world_size(nprocs, backend)
     if ":" not in target:
         raise ValueError(f"target must look like 'package.module:function', got {target!r}.")
@@ -216,7 +305,9 @@ def launch(target: str, nprocs: int = 2, kwargs: dict[str, Any] | None = None, *
     threads = threads or max(1, (os.cpu_count() or 1) // nprocs)
     lines: queue.Queue = queue.Queue()
     tails: dict[int, collections.deque] = {r: collections.deque(maxlen=20) for r in range(nprocs)}
-    with tempfile.TemporaryDirectory(prefix="course-launch-") as results:
+    # The ranks remove the folder themselves should this process die (see _die_with_parent).
+    with tempfile.TemporaryDirectory(prefix="course-launch-",
+                                     ignore_cleanup_errors=True) as results:
         command = [sys.executable, "-m", __name__, target, payload, results]
         processes, pumps = [], []
         try:
@@ -239,14 +330,33 @@ def launch(target: str, nprocs: int = 2, kwargs: dict[str, Any] | None = None, *
             if code is None:
                 raise LaunchError(f"the {nprocs} ranks did not finish within {timeout:g} s and "
                                   "were stopped. Pass a larger timeout=, or fewer steps.")
+            note = Path(results) / f"rank{rank}.error"  # what the rank itself said went wrong
+            if note.is_file():
+                raise LaunchError(f"rank {rank} {note.read_text()} The other ranks were stopped.")
             shown = ("its traceback is printed above" if echo else
                      "its last lines:\n" + "\n".join(tails[rank]))
             raise LaunchError(f"rank {rank} failed (exit code {code}) and the other ranks were "
                               f"stopped; {shown}")
-        # Our own workers wrote these files into our own private folder: unpickling them is
-        # safe, and it brings back the workers' result classes (frozen dataclasses).
-        return [torch.load(Path(results) / f"rank{r}.pt", weights_only=False)
-                for r in range(nprocs)]
+        return [_result(Path(results), rank) for rank in range(nprocs)]
+
+
+def _result(results: Path, rank: int) -> Any:
+    """What ``rank`` returned, read back from the file it wrote; a LaunchError if there is none."""
+    path = results / f"rank{rank}.pt"
+    if not path.is_file():
+        raise LaunchError(f"rank {rank} exited with code 0 but sent back no result: something "
+                          "in its function ended the process (os._exit, or a library that exits) "
+                          "before the function returned. Let the function return its result, or "
+                          "raise an exception to fail.")
+    try:
+        # Our own workers wrote this file into our own private folder: unpickling it is safe,
+        # and it brings back the workers' result classes (frozen dataclasses).
+        return torch.load(path, weights_only=False)
+    except Exception as err:  # noqa: BLE001 - whatever unpickling raises, the advice is the same
+        raise LaunchError(f"rank {rank}'s result cannot be read back here ({type(err).__name__}: "
+                          f"{err}). Return numbers, strings, lists, dicts, tensors, or classes of "
+                          "a module that this process imports too (not one that only the ranks "
+                          "find).") from None
 
 
 def _watch(processes: list[subprocess.Popen], lines: queue.Queue, timeout: float,
@@ -353,14 +463,104 @@ def hello(fail_on: int = -1, hang_on: int = -1) -> Hello:
     return Hello(worker.rank, worker.world_size, os.getpid(), float(total))
 
 
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:  # no /proc (macOS): the signal test is all there is
+        return True
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def _leave(results: Path, orphaned: bool) -> NoReturn:
+    """End this rank and everything it started; remove the launch folder if no launcher will."""
+    if orphaned:
+        shutil.rmtree(results, ignore_errors=True)
+    if os.getpgrp() == os.getpid():  # the leader of its own group, as launch() starts it
+        os.killpg(os.getpid(), signal.SIGKILL)  # it, its subprocesses, its DataLoader workers
+    os._exit(128 + signal.SIGTERM)
+
+
+def _die_with_parent(launcher: int, results: Path) -> None:
+    """Make this rank end with its launcher, however the launcher ends (SIGKILL included).
+
+    On Linux the kernel sends the rank SIGTERM when its parent dies (prctl PR_SET_PDEATHSIG);
+    the parent is checked right after, should it have died before. A thread also watches the
+    parent (the only way on macOS, and in force while the main thread is busy in C code).
+    """
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass  # the watching thread still notices
+    me, parent = os.getpid(), os.getppid()
+
+    def orphaned() -> bool:
+        return os.getppid() != parent or not _alive(launcher)
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        if os.getpid() != me:  # a forked child (a DataLoader worker) inherits this handler
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        _leave(results, orphaned())
+
+    def watch() -> None:
+        while not orphaned():
+            time.sleep(WATCH_INTERVAL)
+        _leave(results, True)
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    if orphaned():
+        _leave(results, True)
+    threading.Thread(target=watch, name="watch-launcher", daemon=True).start()
+
+
+def _refuse(results: Path, rank: int, text: str) -> int:
+    """Say why this rank sends back no result, here and to the launcher (``rank<r>.error``)."""
+    say(f"rank {rank} {text}")
+    try:
+        (results / f"rank{rank}.error").write_text(text)
+    except OSError:
+        pass
+    return 1
+
+
+def _send(result: Any, path: Path) -> None:
+    """Write ``result`` to ``path`` whole or not at all (the launcher reads it when all are done)."""
+    partial = path.with_suffix(".partial")
+    try:
+        torch.save(result, partial)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
 def _worker_main(target: str, payload: str, results: str) -> int:
     """Run one rank: call the target, save its result as ``rank<r>.pt``; 1 on failure."""
-    rank = int(os.environ["RANK"])
+    rank, folder = int(os.environ["RANK"]), Path(results)
+    _die_with_parent(int(os.environ.get("COURSE_LIB_LAUNCHER", os.getppid())), folder)
     module, _, name = target.partition(":")
     try:
         function = getattr(importlib.import_module(module), name)
         result = function(**json.loads(payload))
-        torch.save(result, Path(results) / f"rank{rank}.pt")
+        try:
+            _send(result, folder / f"rank{rank}.pt")
+        except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as err:
+            return _refuse(folder, rank, f"returned a {type(result).__name__}, which cannot be "
+                           f"sent back to the launcher ({err}). Return what pickles: numbers, "
+                           "strings, lists, dicts, tensors, dataclasses of a module; not a "
+                           "lambda, an open file, a lock or a generator.")
+    except SystemExit as stop:
+        return _refuse(folder, rank, f"called sys.exit({stop.code!r}) in {target} instead of "
+                       "returning a result. Let the function return its result, or raise an "
+                       "exception to fail.")
     except BaseException:  # noqa: BLE001 - shown to the learner through the launcher
         text = traceback.format_exc()
         for prefix, short in ((str(Path(__file__).parents[2]) + os.sep, ""),

@@ -28,6 +28,7 @@ from course_lib.text.models import (
     CheckpointError,
     build_model,
     check_checkpoint,
+    check_output_dir,
     count_parameters,
     course_model_dir,
     load_model,
@@ -172,17 +173,21 @@ def course_model_card(for_display: bool = False) -> str:
     return re.sub(r"^(#+) ", lambda m: "###" + m.group(1) + " ", body, flags=re.MULTILINE)
 
 
-def build_course_model(output: str | os.PathLike[str] | None = None, *, progress: bool = True,
-                       verbose: bool = True) -> dict[str, Any]:
+def build_course_model(output: str | os.PathLike[str] | None = None, *, overwrite: bool = False,
+                       progress: bool = True, verbose: bool = True) -> dict[str, Any]:
     """Train the course model from scratch and save it to ``output`` (default :func:`course_model_dir`).
 
     Deterministic for a given machine and thread count: seeded initialisation and batches. Writes
     safetensors weights, config, tokenizer, ``training.json`` and the model card ``README.md``;
     returns the measured figures (parameters, seconds, validation/test loss and perplexity).
+    ``output`` is checked before training (:func:`course_lib.text.models.check_output_dir`): an
+    old course model there is replaced, a folder holding other files never; ``overwrite=True``
+    also replaces a model that is not a course model.
 
     Chapter 1, *Pretraining objectives*.
     """
     target = Path(output) if output is not None else course_model_dir()
+    check_output_dir(target, overwrite=overwrite)
     tokenizer = data.course_tokenizer()
     config = course_model_config(tokenizer)
     if verbose:
@@ -209,7 +214,7 @@ def build_course_model(output: str | os.PathLike[str] | None = None, *, progress
         p = perplexity(model, tokenizer, split=split, window=DEFAULT_WINDOW, stride=DEFAULT_STRIDE)
         info[f"{split}_loss"] = p.mean_nll
         info[f"{split}_perplexity"] = p.perplexity
-    save_model(model, tokenizer, target, info=info, card=_model_card(info))
+    save_model(model, tokenizer, target, info=info, card=_model_card(info), overwrite=overwrite)
     if verbose:
         print(f"Saved to {target} in {seconds:.0f} s of training: validation perplexity "
               f"{info['validation_perplexity']:.3f}, test perplexity {info['test_perplexity']:.3f}.",
@@ -229,10 +234,15 @@ def course_model(path: str | os.PathLike[str] | None = None, *, rebuild: bool = 
     """
     target = Path(path) if path is not None else course_model_dir()
     if rebuild or not target.exists():
-        print(f"The course model is not cached yet at {target}; building it now (only once).", flush=True)
+        check_output_dir(target)
+        print(f"Rebuilding the course model at {target} (about 3 minutes)." if rebuild else
+              f"The course model is not cached yet at {target}; building it now (only once).", flush=True)
         build_course_model(target, progress=progress)
     check_checkpoint(target)
-    info = read_training(target) if (target / TRAINING_FILE).is_file() else {}
+    try:
+        info = read_training(target) if (target / TRAINING_FILE).is_file() else {}
+    except CheckpointError as err:
+        raise CheckpointError(f"{err} The course model there is damaged. {rebuild_hint(target)}") from None
     if info.get("weights_sha256") and info["weights_sha256"] != sha256_file(target / WEIGHTS_FILE):
         raise CheckpointError(f"The weights at {target} do not match the checksum recorded when they "
                               f"were saved: the file is damaged. {rebuild_hint(target)}")

@@ -23,11 +23,13 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import json
 import math
 import os
 import re
 import shutil
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,26 +44,10 @@ if TYPE_CHECKING:
     from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 __all__ = [
-    "ARCHITECTURES",
-    "COURSE_MODEL_NAME",
-    "REBUILD_COMMAND",
-    "KINDS",
-    "Architecture",
-    "CheckpointError",
-    "ModelUnavailableError",
-    "blocks",
-    "build_model",
-    "check_checkpoint",
-    "check_kind",
-    "count_parameters",
-    "course_model_dir",
-    "load_model",
-    "model_class",
-    "read_training",
-    "rebuild_hint",
-    "save_model",
-    "sha256_file",
-    "tiny_config",
+    "ARCHITECTURES", "COURSE_MODEL_NAME", "REBUILD_COMMAND", "KINDS", "Architecture",
+    "CheckpointError", "ModelUnavailableError", "blocks", "build_model", "check_checkpoint",
+    "check_kind", "check_output_dir", "count_parameters", "course_model_dir", "load_model",
+    "model_class", "read_training", "rebuild_hint", "save_model", "sha256_file", "tiny_config",
 ]
 
 #: The three model kinds of chapter 1.
@@ -258,7 +244,6 @@ def name_loss(model: PreTrainedModel) -> PreTrainedModel:
     return model
 
 
-
 def blocks(model: torch.nn.Module) -> torch.nn.ModuleList:
     """The model's transformer blocks: GPT-2's ``transformer.h``, or the first list of layers.
 
@@ -273,6 +258,7 @@ def blocks(model: torch.nn.Module) -> torch.nn.ModuleList:
             return module
     raise ValueError(f"{type(model).__name__} has no transformer blocks with linear layers "
                      "(a GPT-2 style model keeps them in model.transformer.h)")
+
 
 def build_model(config: PretrainedConfig, seed: int = 0) -> PreTrainedModel:
     """A freshly initialised model for ``config``, seeded so that the same seed gives the same weights.
@@ -290,19 +276,10 @@ def count_parameters(model: torch.nn.Module, *, embeddings: bool = True) -> int:
 
     Chapter 5, *Quantization*.
     """
-    seen: set[int] = set()
-    total = 0
-    skip: set[int] = set()
-    if not embeddings:
-        for module in model.modules():
-            if isinstance(module, torch.nn.Embedding):
-                skip.add(id(module.weight))
-    for p in model.parameters():
-        if id(p) in seen or id(p) in skip:
-            continue
-        seen.add(id(p))
-        total += p.numel()
-    return total
+    skip = set() if embeddings else {
+        id(m.weight) for m in model.modules() if isinstance(m, torch.nn.Embedding)}
+    distinct = {id(p): p for p in model.parameters() if id(p) not in skip}
+    return sum(p.numel() for p in distinct.values())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -340,6 +317,102 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+#: Files a checkpoint written by :func:`save_model` may hold (``save_pretrained``, record, card).
+CHECKPOINT_FILES = frozenset({
+    "config.json", "generation_config.json", WEIGHTS_FILE, "model.safetensors.index.json", "README.md",
+    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+    "vocab.json", "merges.txt", "chat_template.jinja", "chat_template.json", TRAINING_FILE})
+_SHARD = re.compile(r"^model-\d{5}-of-\d{5}\.safetensors$")
+
+
+def _foreign_files(directory: Path) -> list[str]:
+    """Entries of ``directory`` that no checkpoint written by :func:`save_model` holds."""
+    try:
+        recorded = set(json.loads((directory / TRAINING_FILE).read_text(encoding="utf-8"))["files"])
+    except (OSError, ValueError, TypeError, KeyError):
+        recorded = set()
+    return sorted(p.name for p in directory.iterdir() if p.is_symlink() or not p.is_file()
+                  or not (p.name in CHECKPOINT_FILES or p.name in recorded or _SHARD.match(p.name)))
+
+
+def _what_is_at(target: Path) -> str:
+    """What is at ``target``: nothing, empty, course model (maybe damaged; so is a file in its place
+    in the cache), checkpoint (model files, no training.json), file or foreign (other files)."""
+    if not target.exists():
+        return "nothing"
+    if not target.is_dir():
+        return "course model" if target == course_model_dir().expanduser().resolve() else "file"
+    if _foreign_files(target):
+        return "foreign"
+    if not any(target.iterdir()):
+        return "empty"
+    return "course model" if (target / TRAINING_FILE).is_file() else "checkpoint"
+
+
+def check_output_dir(directory: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
+    """The absolute place to write a model, checked before any training; :class:`CheckpointError` else.
+
+    Fine: a new or empty directory, a course model (even a damaged one); with ``overwrite``, model
+    files without ``training.json``. Refused: any other file, the cache, the current directory, a
+    folder that holds either, a place whose parent cannot be written.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    target = Path(directory).expanduser().resolve()
+    cache = env.cache_dir().expanduser().resolve()
+    new_dir = "Choose a new or empty directory for --output"
+    if target.is_relative_to(cache) and target != cache:
+        env.check_cache()
+    if cache.is_relative_to(target):
+        raise CheckpointError(f"{target} {'is' if cache == target else 'holds'} the course cache: writing "
+                              f"a model there would delete the cached models. {new_dir}, or leave it "
+                              f"out to use {course_model_dir()}.")
+    if Path.cwd().resolve().is_relative_to(target):
+        raise CheckpointError(f"{target} is the current directory or holds it: writing a model there "
+                              f"would delete what it holds. {new_dir}, e.g. --output course-model.")
+    kind = _what_is_at(target)
+    if kind == "file":
+        raise CheckpointError(f"{target} is a file, not a directory. {new_dir}.")
+    if kind == "foreign":
+        names = _foreign_files(target)
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        never = " (--overwrite replaces only a model, never other files)" if overwrite else ""
+        raise CheckpointError(f"{target} holds files that are not part of a model ({shown}); "
+                              f"writing the model there would delete them. {new_dir}{never}.")
+    if kind == "checkpoint" and not overwrite:
+        raise CheckpointError(f"{target} holds a model that is not a course model (no {TRAINING_FILE}). "
+                              f"{new_dir}, or add --overwrite (overwrite=True in Python) to replace it.")
+    parent = target.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        why = "is a file" if not parent.is_dir() else "is not writable"
+        raise CheckpointError(f"Cannot write {target}: {parent} {why}. Choose a directory for --output "
+                              "in a folder you can write to.")
+    return target
+
+
+def _sibling(target: Path, tag: str) -> Path:
+    """A name beside ``target`` that nothing uses yet: ``<name>.<tag><pid>-<n>``."""
+    names = (target.with_name(f"{target.name}.{tag}{os.getpid()}-{n}") for n in itertools.count())
+    return next(path for path in names if not path.exists() and not path.is_symlink())
+
+
+def _remove_checkpoint(old: Path) -> None:
+    """Delete a replaced checkpoint: only its model files, then the emptied folder."""
+    if not old.is_dir():
+        old.unlink()
+        return
+    foreign = _foreign_files(old)
+    for path in old.iterdir():
+        if path.name not in foreign:
+            path.unlink()
+    if foreign:  # they appeared while the model was written: never delete them
+        warnings.warn(f"Kept {old}: it now holds {', '.join(foreign)}.", stacklevel=3)
+    else:
+        old.rmdir()
+
+
 def save_model(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -347,38 +420,52 @@ def save_model(
     *,
     info: dict[str, Any] | None = None,
     card: str | None = None,
+    overwrite: bool = False,
 ) -> Path:
     """Save model (safetensors), config, tokenizer, ``training.json`` and an optional model card.
 
-    Written to a temporary sibling directory first and then renamed, so a crash never leaves a
-    half-written checkpoint under ``directory``. ``training.json`` records ``info`` plus the
+    ``directory`` is checked with :func:`check_output_dir` (``overwrite`` as there), then written
+    beside it and swapped in with renames: a crash leaves the old checkpoint or none, never half of
+    one, and no temporary folder. ``training.json`` records ``info``, the files written and the
     SHA-256 of the weights, which :func:`course_model` checks before trusting a cached copy.
 
     Chapter 1, *Pretraining objectives*.
     """
-    target = Path(directory)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f"{target.name}.tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
+    target = check_output_dir(directory, overwrite=overwrite)
     if data.SPECIAL_TOKENS["mask"] in tokenizer.get_vocab() and "<extra_id_0>" in tokenizer.get_vocab():
         # The course tokenizer: save the variant that adds what this kind saw in training.
         tokenizer = data.tokenizer_for(kind_of_config(model.config), tokenizer)
-    with quiet_transformers():
-        model.save_pretrained(str(tmp), safe_serialization=True)
-        tokenizer.save_pretrained(str(tmp))
-    weights = tmp / WEIGHTS_FILE
-    if not weights.is_file():
-        raise RuntimeError(f"save_pretrained wrote no {WEIGHTS_FILE} in {tmp}; "
-                           "is safetensors installed? (pip install safetensors)")
-    record = dict(info or {})
-    record["weights_sha256"] = sha256_file(weights)
-    (tmp / TRAINING_FILE).write_text(json.dumps(record, indent=1, sort_keys=True), encoding="utf-8")
-    if card is not None:
-        (tmp / "README.md").write_text(card, encoding="utf-8")
-    if target.exists():
-        shutil.rmtree(target)
-    os.replace(tmp, target)
-    return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _sibling(target, "tmp")
+    tmp.mkdir()
+    try:
+        with quiet_transformers():
+            model.save_pretrained(str(tmp), safe_serialization=True)
+            tokenizer.save_pretrained(str(tmp))
+        weights = tmp / WEIGHTS_FILE
+        if not weights.is_file():
+            raise RuntimeError(f"save_pretrained wrote no {WEIGHTS_FILE}: pip install safetensors")
+        if card is not None:
+            (tmp / "README.md").write_text(card, encoding="utf-8")
+        record = dict(info or {})
+        record["weights_sha256"] = sha256_file(weights)
+        record["files"] = sorted({p.name for p in tmp.iterdir()} | {TRAINING_FILE})
+        (tmp / TRAINING_FILE).write_text(json.dumps(record, indent=1, sort_keys=True), encoding="utf-8")
+        old = _sibling(target, "old") if _what_is_at(target) != "nothing" else None
+        if old is not None:
+            check_output_dir(target, overwrite=overwrite)  # again: files may have appeared meanwhile
+            os.replace(target, old)
+        try:
+            os.replace(tmp, target)
+        except BaseException:
+            if old is not None:
+                os.replace(old, target)
+            raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if old is not None:
+        _remove_checkpoint(old)
+    return Path(directory)
 
 
 def read_training(directory: Path) -> dict[str, Any]:
@@ -388,9 +475,12 @@ def read_training(directory: Path) -> dict[str, Any]:
     """
     path = directory / TRAINING_FILE
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
         raise CheckpointError(f"{path} is missing or unreadable ({err}).") from None
+    if not isinstance(record, dict):
+        raise CheckpointError(f"{path} is damaged: it holds no record of training.")
+    return record
 
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*(/[A-Za-z0-9][A-Za-z0-9_.\-]*)?$")
@@ -416,13 +506,23 @@ def course_model_dir() -> Path:
 
 
 def rebuild_hint(directory: Path) -> str:
-    """How to rebuild the checkpoint at ``directory``: the command and the Python call.
+    """How to rebuild the checkpoint at ``directory``: a command that works on what is there now.
 
     Chapter 1, *Pretraining objectives*.
     """
-    default = directory.resolve() == course_model_dir().resolve()
-    where = "" if default else f" --output {directory}"
-    call = "course_model(rebuild=True)" if default else f"course_model({str(directory)!r}, rebuild=True)"
+    try:
+        path = check_output_dir(directory, overwrite=True)
+    except env.CacheError as err:
+        return str(err)
+    except CheckpointError:
+        return (f"Nothing is written over {directory} (not a course model's directory): build the course "
+                f"model in a new one with `{REBUILD_COMMAND} --output NEW_DIR` (about 3 minutes on 2 CPU "
+                "cores) and load it with course_lib.text.course_model.course_model('NEW_DIR').")
+    default = path == course_model_dir().expanduser().resolve()
+    overwrite = _what_is_at(path) == "checkpoint"
+    where = ("" if default else f" --output {directory}") + (" --overwrite" if overwrite else "")
+    args = ("" if default else f"{str(directory)!r}, ") + ("overwrite=True" if overwrite else "rebuild=True")
+    call = f"build_course_model({args})" if overwrite else f"course_model({args})"
     return (f"Rebuild it with `{REBUILD_COMMAND}{where}` (about 3 minutes on 2 CPU cores), "
             f"or from Python with course_lib.text.course_model.{call}.")
 
@@ -432,6 +532,9 @@ def check_checkpoint(directory: Path) -> None:
 
     Chapter 1, *Pretraining objectives*.
     """
+    if directory.exists() and not directory.is_dir():
+        raise CheckpointError(f"{str(directory)!r} is a file, not a model directory. "
+                              f"{rebuild_hint(directory)}")
     if not directory.is_dir():
         raise CheckpointError(
             f"No model checkpoint at {str(directory)!r}. Build the course model there with "

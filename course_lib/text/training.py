@@ -316,7 +316,9 @@ def train_model(
     ``config`` defaults to ``models.tiny_config(kind)``, ``recipe`` to ``Recipe()``, ``tokenizer`` to the
     course tokenizer, ``texts`` to the course's training split. With ``cache=True`` the result is
     stored under ``cache_dir()/models/<kind>-<key>`` and later calls with the same config,
-    recipe, tokenizer and corpus load it: same loss history, same weights, no training.
+    recipe, tokenizer and corpus load it: same loss history, same weights, no training. A cache
+    that cannot be written raises :class:`course_lib.base.env.CacheError` with the fix
+    (``cache=False`` trains without it).
 
     Chapter 1, *Pretraining objectives*.
     """
@@ -335,6 +337,8 @@ def train_model(
         cached = _load_cached(kind, directory, tokenizer, recipe)
         if cached is not None:
             return cached
+    if cache:
+        env.check_cache()  # before training, not after
     model = models.build_model(config, seed=recipe.seed)
     start = time.perf_counter()
     history = train(model, kind, tokenizer, recipe, texts=texts, progress=progress)
@@ -345,8 +349,10 @@ def train_model(
             "torch": torch.__version__}
     saved: Path | None = None
     if cache:
-        try:
-            saved = models.save_model(model.cpu(), tokenizer, directory, info=info)
-        except OSError:
-            saved = None  # an unwritable cache only costs a retrain next time
+        from safetensors import SafetensorError
+
+        try:  # overwrite: the folder is this cache's own entry, maybe a damaged one
+            saved = models.save_model(model.cpu(), tokenizer, directory, info=info, overwrite=True)
+        except (OSError, SafetensorError) as err:
+            raise env.cache_write_error(directory, err) from None
     return TrainedModel(kind, model, tokenizer, recipe, history, seconds, False, saved, info)

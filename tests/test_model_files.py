@@ -1,0 +1,269 @@
+"""Writing and reading model files never loses a user's data (issue 25).
+
+``train-course-model --output`` replaces only what it wrote itself (a course model, even a damaged
+one), checks the place before training, and swaps a new model in with renames; an unwritable cache
+is named by ``check`` and ``prepare`` at once, never swallowed; a damaged course model gets one short
+message whose advice works. Training is stubbed (instant), so that every test runs in a second or two.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from course_lib import __main__ as cli
+from course_lib.base import env
+from course_lib.text import course_model, data, models, training
+
+from conftest import tiny_gpt2
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return data.course_tokenizer()
+
+
+@pytest.fixture()
+def cache(tmp_path, monkeypatch):
+    """A private, empty course cache."""
+    monkeypatch.setenv("COURSE_LIB_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+@pytest.fixture()
+def trainings(monkeypatch, tokenizer, cache):
+    """Instant course-model builds: the list records each training that ran."""
+    runs: list[int] = []
+    monkeypatch.setattr(course_model, "train", lambda *a, **k: runs.append(1) or [1.0])
+    monkeypatch.setattr(course_model, "perplexity",
+                        lambda *a, **k: SimpleNamespace(mean_nll=1.0, perplexity=math.e))
+    monkeypatch.setattr(data, "course_tokenizer", lambda *a, **k: tokenizer)
+    return runs
+
+
+def snapshot(folder: Path) -> dict[str, bytes | None]:
+    """Every path under ``folder`` with its bytes (None for a folder)."""
+    return {str(p.relative_to(folder)): (p.read_bytes() if p.is_file() else None)
+            for p in sorted(folder.rglob("*"))}
+
+
+def leftovers(folder: Path) -> list[str]:
+    """Temporary or replaced model folders left anywhere under ``folder``."""
+    return [str(p) for p in folder.rglob("*") if ".tmp" in p.name or ".old" in p.name]
+
+
+def train_course_model(capsys, *args: str) -> tuple[int, str]:
+    code = cli.main(["train-course-model", *args])
+    return code, capsys.readouterr().err
+
+
+# --- data loss: train-course-model --output ------------------------------------------------------
+
+@pytest.mark.parametrize("overwrite", [[], ["--overwrite"]])
+def test_a_folder_of_user_files_is_left_in_place(trainings, tmp_path, capsys, overwrite):
+    user = tmp_path / "thesis"
+    (user / "figures").mkdir(parents=True)
+    (user / "thesis.tex").write_text("years of work")
+    (user / "config.json").write_text("{}")  # a model's file name does not make it a model
+    (user / "figures" / "plot.png").write_bytes(b"\x89PNG")
+    before = snapshot(user)
+    code, err = train_course_model(capsys, "--output", str(user), *overwrite)
+    assert code == 2 and snapshot(user) == before and not trainings
+    assert "not part of a model (figures, thesis.tex)" in err and "new or empty directory for --output" in err
+    assert err.count("\n") == 1 and not leftovers(tmp_path)
+
+
+def test_the_cache_its_parents_and_the_current_directory_are_refused(trainings, cache, tmp_path,
+                                                                     capsys, monkeypatch):
+    course = course_model.build_course_model(verbose=False, progress=False)
+    assert course and trainings == [1]
+    (cache / "models").mkdir()
+    (cache / "models" / "gpt2-abc").mkdir()
+    work = tmp_path / "work" / "notebooks"
+    work.mkdir(parents=True)
+    (work / "notes.txt").write_text("mine")
+    monkeypatch.chdir(work)
+    before = snapshot(tmp_path)
+    cases = {str(cache): "is the course cache", str(tmp_path): "holds the course cache",
+             ".": "is the current directory", str(tmp_path / "work"): "the current directory or holds it"}
+    for output, message in cases.items():
+        for extra in ([], ["--overwrite"]):
+            code, err = train_course_model(capsys, "--output", output, *extra)
+            assert code == 2 and message in err, (output, err)
+    assert snapshot(tmp_path) == before and trainings == [1]
+
+
+def test_an_empty_folder_or_an_old_course_model_is_replaced_by_renames(trainings, tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert train_course_model(capsys, "--output", str(empty))[0] == 0
+    first = models.read_training(empty)
+    assert set(first["files"]) == {p.name for p in empty.iterdir()}
+    (empty / "model.safetensors").write_bytes(b"damaged")
+    assert train_course_model(capsys, "--output", str(empty))[0] == 0
+    assert models.read_training(empty)["weights_sha256"] == models.sha256_file(empty / "model.safetensors")
+    assert trainings == [1, 1] and not leftovers(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"]
+
+
+def test_a_model_that_is_not_a_course_model_needs_overwrite(trainings, tmp_path, capsys):
+    other = tmp_path / "other-model"
+    other.mkdir()
+    (other / "config.json").write_text("{}")
+    (other / "model.safetensors").write_bytes(b"weights")
+    code, err = train_course_model(capsys, "--output", str(other))
+    assert code == 2 and "not a course model" in err and "--overwrite" in err and not trainings
+    assert train_course_model(capsys, "--output", str(other), "--overwrite")[0] == 0
+    assert (other / "training.json").is_file() and not leftovers(tmp_path)
+
+
+@pytest.mark.parametrize("case", ["file", "under a file", "unwritable parent"])
+def test_the_place_is_checked_before_training(trainings, tmp_path, capsys, monkeypatch, case):
+    """Tests run as root, where chmod stops no write: unwritable means os.access says so."""
+    (tmp_path / "a-file").write_text("x")
+    output = {"file": tmp_path / "a-file", "under a file": tmp_path / "a-file" / "model",
+              "unwritable parent": tmp_path / "locked" / "model"}[case]
+    if case == "unwritable parent":
+        (tmp_path / "locked").mkdir()
+        real = os.access
+        monkeypatch.setattr(os, "access", lambda p, mode, **k: Path(p).name != "locked" and real(p, mode, **k))
+    before = snapshot(tmp_path)
+    code, err = train_course_model(capsys, "--output", str(output))
+    message = {"file": "is a file, not a directory", "under a file": "a-file is a file",
+               "unwritable parent": "locked is not writable"}[case]
+    assert code == 2 and message in err and "--output" in err and err.count("\n") == 1
+    assert not trainings and snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("fault", [OSError("disk full"), KeyboardInterrupt()])
+def test_a_failed_save_keeps_the_old_model_and_leaves_no_temporary_folder(trainings, tmp_path,
+                                                                         monkeypatch, fault):
+    target = tmp_path / "model"
+    course_model.build_course_model(target, verbose=False, progress=False)
+    before = snapshot(target)
+
+    def fail(*args, **kwargs):
+        raise fault
+
+    monkeypatch.setattr(type(data.course_tokenizer()), "save_pretrained", fail)
+    with pytest.raises(type(fault)):
+        course_model.build_course_model(target, verbose=False, progress=False)
+    assert snapshot(target) == before and not leftovers(tmp_path)
+
+
+# --- the cache: check, prepare, the caches of trained models ------------------------------------
+
+@pytest.mark.parametrize("case", ["file", "under a file"])
+def test_prepare_fails_at_once_with_the_message_of_check(cache, tmp_path, capsys, monkeypatch, case):
+    from course_lib import prepare
+
+    (tmp_path / "a-file").write_text("x")
+    monkeypatch.setenv("COURSE_LIB_CACHE", str(tmp_path / "a-file" / ("sub" if case == "under a file" else "")))
+    ran = []
+    monkeypatch.setattr(prepare, "steps", lambda: [("a step", lambda: ran.append(1))])
+    assert cli.main(["prepare"]) == 1 and not ran
+    err = capsys.readouterr().err
+    problem, fix = env.cache_problem()
+    assert problem in err and fix in err and "COURSE_LIB_CACHE" in fix and err.count("\n") == 1
+
+
+def test_the_caches_of_trained_models_are_checked_before_training(tokenizer, tmp_path, monkeypatch):
+    from course_lib.compression import finetuning
+
+    (tmp_path / "a-file").write_text("x")
+    monkeypatch.setenv("COURSE_LIB_CACHE", str(tmp_path / "a-file" / "cache"))
+    runs: list[int] = []
+    monkeypatch.setattr(training, "train", lambda *a, **k: runs.append(1) or [1.0])
+    config = models.tiny_config("gpt2", tokenizer, hidden=32, layers=1, heads=2, context=32)
+    message = r"COURSE_LIB_CACHE=.*cannot be created: .*a-file is a file; set COURSE_LIB_CACHE to a writable"
+    with pytest.raises(env.CacheError, match=message):
+        training.train_model("gpt2", config, training.Recipe(steps=1), tokenizer, progress=False)
+    model = tiny_gpt2(hidden=16, vocab=len(tokenizer))
+    with pytest.raises(env.CacheError, match=message):
+        finetuning.finetune(model, "full", training.Recipe(steps=1), tokenizer, progress=False)
+    assert not runs and sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
+def test_a_failed_write_to_the_cache_is_not_swallowed(tokenizer, cache, monkeypatch):
+    from course_lib.compression import finetuning
+
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(training, "train", lambda *a, **k: [1.0])
+    monkeypatch.setattr(type(tokenizer), "save_pretrained", disk_full)
+    config = models.tiny_config("gpt2", tokenizer, hidden=32, layers=1, heads=2, context=32)
+    message = r"Could not save .* in the course cache \(No space left on device\); free some disk space"
+    with pytest.raises(env.CacheError, match=message):
+        training.train_model("gpt2", config, training.Recipe(steps=1), tokenizer, progress=False)
+    monkeypatch.setattr(finetuning, "save_file", disk_full)
+    with pytest.raises(env.CacheError, match=message):
+        finetuning.finetune(tiny_gpt2(hidden=16, vocab=len(tokenizer)), "full", training.Recipe(steps=1),
+                            tokenizer, progress=False)
+    assert not leftovers(cache)
+
+
+# --- a damaged course model: one message, advice that works ------------------------------------
+
+def _damage(directory: Path, how: str) -> None:
+    if how == "garbage training.json":
+        (directory / "training.json").write_text("{garbage")
+    elif how == "training.json not a record":
+        (directory / "training.json").write_text("[1, 2]")
+    elif how == "directory replaced by a file":
+        shutil.rmtree(directory)
+        directory.write_text("not a model")
+    elif how == "truncated weights":
+        weights = directory / "model.safetensors"
+        weights.write_bytes(weights.read_bytes()[:1000])
+    elif how == "weights missing":
+        (directory / "model.safetensors").unlink()
+
+
+@pytest.mark.parametrize("how", ["garbage training.json", "training.json not a record",
+                                 "directory replaced by a file", "truncated weights", "weights missing"])
+def test_a_damaged_course_model_names_the_command_that_repairs_it(trainings, cache, capsys, how):
+    course_model.build_course_model(verbose=False, progress=False)
+    directory = models.course_model_dir()
+    _damage(directory, how)
+    with pytest.raises(models.CheckpointError) as err:
+        course_model.course_model()
+    message = str(err.value)
+    assert "`python -m course_lib train-course-model`" in message and "course_model(rebuild=True)" in message
+    assert "\n" not in message and len(message) < 500
+    # The advice works on the damaged model: the command rebuilds it, then it loads.
+    assert train_course_model(capsys)[0] == 0
+    assert course_model.course_model() is not None
+    _damage(directory, how)
+    assert course_model.course_model(rebuild=True, progress=False) is not None
+    assert trainings == [1, 1, 1] and not leftovers(cache.parent)
+
+
+def test_truncated_weights_through_transformers_name_the_repair(trainings, tmp_path, capsys):
+    target = tmp_path / "course"
+    course_model.build_course_model(target, verbose=False, progress=False)
+    _damage(target, "truncated weights")
+    with pytest.raises(models.CheckpointError, match=r"could not be read.*It is probably damaged") as err:
+        models.load_model(target)  # AutoModelForCausalLM.from_pretrained, wrapped
+    assert f"`python -m course_lib train-course-model --output {target}`" in str(err.value)
+    assert train_course_model(capsys, "--output", str(target))[0] == 0
+    assert models.load_model(target) is not None
+
+
+def test_a_damaged_model_among_user_files_is_not_rebuilt_over_them(trainings, tmp_path, capsys):
+    target = tmp_path / "course"
+    course_model.build_course_model(target, verbose=False, progress=False)
+    (target / "notes.txt").write_text("mine")
+    _damage(target, "weights missing")
+    with pytest.raises(models.CheckpointError, match=r"Nothing is written over .*--output NEW_DIR") as err:
+        course_model.course_model(target)
+    assert "course_model('NEW_DIR')" in str(err.value)
+    assert train_course_model(capsys, "--output", str(target))[0] == 2
+    assert (target / "notes.txt").read_text() == "mine"
+    assert train_course_model(capsys, "--output", str(tmp_path / "NEW_DIR"))[0] == 0
+    assert course_model.course_model(tmp_path / "NEW_DIR") is not None
