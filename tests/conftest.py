@@ -35,3 +35,18 @@ def tiny_gpt2(hidden: int, vocab: int, layers: int = 2, positions: int = 32, see
             if ".ln_" in name or (name.endswith("bias") and not norms_only):
                 p.add_(perturb * torch.randn(p.shape, generator=g))
     return model.eval()
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    """The course tokenizer (from the model cache; built there if missing)."""
+    from course_lib.text import data
+
+    return data.course_tokenizer()
+
+
+@pytest.fixture()
+def cache(tmp_path, monkeypatch):
+    """A private, empty model cache (pass the tokenizer explicitly so that it is not retrained)."""
+    monkeypatch.setenv("COURSE_LIB_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"

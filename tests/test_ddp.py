@@ -26,16 +26,11 @@ from course_lib.chapters import ch08
 from course_lib.numbers import memory
 from course_lib.parallel import cost_model, ddp, launch, ring
 from course_lib.parallel.traffic import BucketRecord
-from course_lib.text import course_model, data, models, training
+from course_lib.text import course_model, models, training
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return data.course_tokenizer()
 
 
 # --- batches and shards ----------------------------------------------------------------------------

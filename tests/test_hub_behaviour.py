@@ -10,14 +10,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoModelForMaskedLM, AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
-from course_lib.text import data, evaluation, models, training
+from course_lib.text import evaluation, models, training
 
 RECIPE = training.Recipe(steps=30, batch_size=8, seq_len=64)  # enough to write a span
-
-
-@pytest.fixture(scope="module")
-def tokenizer():
-    return data.course_tokenizer()
 
 
 def saved(kind, tokenizer, tmp_path_factory):

@@ -258,11 +258,6 @@ def test_qlora_gradients_reach_only_the_adapters(nf4_gpt2, ids):
 # ---------------------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def tokenizer():
-    return data.course_tokenizer()
-
-
-@pytest.fixture(scope="module")
 def texts() -> list[str]:
     return data.load_corpus("course", "validation")[:50]
 

@@ -23,18 +23,6 @@ from course_lib.text import course_model, data, models, training
 from conftest import tiny_gpt2
 
 
-@pytest.fixture(scope="module")
-def tokenizer():
-    return data.course_tokenizer()
-
-
-@pytest.fixture()
-def cache(tmp_path, monkeypatch):
-    """A private, empty course cache."""
-    monkeypatch.setenv("COURSE_LIB_CACHE", str(tmp_path / "cache"))
-    return tmp_path / "cache"
-
-
 @pytest.fixture()
 def trainings(monkeypatch, tokenizer, cache):
     """Instant course-model builds: the list records each training that ran."""

@@ -27,18 +27,6 @@ from course_lib.text import course_model, data, evaluation, models, scaling, tra
 QUICK = training.Recipe(steps=25, batch_size=8, seq_len=32, lr=3e-3, warmup_steps=3)
 
 
-@pytest.fixture(scope="module")
-def tokenizer():
-    return data.course_tokenizer()
-
-
-@pytest.fixture()
-def cache(tmp_path, monkeypatch):
-    """A private, empty model cache (the tokenizer is passed explicitly, so it is not retrained)."""
-    monkeypatch.setenv("COURSE_LIB_CACHE", str(tmp_path / "cache"))
-    return tmp_path / "cache"
-
-
 def small(kind, tokenizer, context=32):
     return models.tiny_config(kind, tokenizer, hidden=32, layers=1, heads=2, context=context)
 
