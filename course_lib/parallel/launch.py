@@ -342,16 +342,16 @@ def launch(target: str, nprocs: int = 2, kwargs: dict[str, Any] | None = None, *
 
 def _result(results: Path, rank: int) -> Any:
     """What ``rank`` returned, read back from the file it wrote; a LaunchError if there is none."""
-    path = results / f"rank{rank}.pt"
+    path = results / f"rank{rank}.pkl"
     if not path.is_file():
         raise LaunchError(f"rank {rank} exited with code 0 but sent back no result: something "
                           "in its function ended the process (os._exit, or a library that exits) "
                           "before the function returned. Let the function return its result, or "
                           "raise an exception to fail.")
     try:
-        # Our own workers wrote this file into our own private folder: unpickling it is safe,
-        # and it brings back the workers' result classes (frozen dataclasses).
-        return torch.load(path, weights_only=False)
+        # Our own workers pickled this into our own private folder: a rank's result is any
+        # Python object (a frozen dataclass, tensors inside), not weights, so pickle is the format.
+        return pickle.loads(path.read_bytes())
     except Exception as err:  # noqa: BLE001 - whatever unpickling raises, the advice is the same
         raise LaunchError(f"rank {rank}'s result cannot be read back here ({type(err).__name__}: "
                           f"{err}). Return numbers, strings, lists, dicts, tensors, or classes of "
@@ -536,14 +536,14 @@ def _send(result: Any, path: Path) -> None:
     """Write ``result`` to ``path`` whole or not at all (the launcher reads it when all are done)."""
     partial = path.with_suffix(".partial")
     try:
-        torch.save(result, partial)
+        partial.write_bytes(pickle.dumps(result))
         os.replace(partial, path)
     finally:
         partial.unlink(missing_ok=True)
 
 
 def _worker_main(target: str, payload: str, results: str) -> int:
-    """Run one rank: call the target, save its result as ``rank<r>.pt``; 1 on failure."""
+    """Run one rank: call the target, save its result as ``rank<r>.pkl``; 1 on failure."""
     rank, folder = int(os.environ["RANK"]), Path(results)
     _die_with_parent(int(os.environ.get("COURSE_LIB_LAUNCHER", os.getppid())), folder)
     module, _, name = target.partition(":")
@@ -551,7 +551,7 @@ def _worker_main(target: str, payload: str, results: str) -> int:
         function = getattr(importlib.import_module(module), name)
         result = function(**json.loads(payload))
         try:
-            _send(result, folder / f"rank{rank}.pt")
+            _send(result, folder / f"rank{rank}.pkl")
         except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as err:
             return _refuse(folder, rank, f"returned a {type(result).__name__}, which cannot be "
                            f"sent back to the launcher ({err}). Return what pickles: numbers, "
