@@ -50,3 +50,12 @@ def cache(tmp_path, monkeypatch):
     """A private, empty model cache (pass the tokenizer explicitly so that it is not retrained)."""
     monkeypatch.setenv("COURSE_LIB_CACHE", str(tmp_path / "cache"))
     return tmp_path / "cache"
+
+
+def refusal(main, argv: list[str], capsys) -> str:
+    """What ``main(argv)`` printed refusing its command line: status 2, nothing on stdout."""
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    captured = capsys.readouterr()
+    assert info.value.code == 2 and captured.out == "", captured
+    return captured.err

@@ -22,6 +22,8 @@ from course_lib.hardware.allreduce_bench import AllReduceSweep
 from course_lib.parallel import cost_model as cm
 from course_lib.parallel import launch
 
+from conftest import refusal
+
 KIB, MIB = 2**10, 2**20
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -154,15 +156,6 @@ def test_script_as_one_torchrun_rank(one_rank, capsys):
 
 # --- the script's flags --------------------------------------------------------------------------
 
-def refusal(argv: list[str], capsys) -> str:
-    """What the script printed refusing its command line: status 2, nothing on stdout."""
-    with pytest.raises(SystemExit) as info:
-        cb.main(argv)
-    captured = capsys.readouterr()
-    assert info.value.code == 2 and captured.out == "", captured
-    return captured.err
-
-
 @pytest.mark.parametrize(("argv", "message"), [
     (["--sizes", "0"], "argument --sizes: must be a whole number >= 1, got '0'"),
     (["--sizes", "4096", "-4"], "argument --sizes: must be a whole number >= 1, got '-4'"),
@@ -178,7 +171,7 @@ def refusal(argv: list[str], capsys) -> str:
 ])
 def test_a_bad_flag_is_refused_before_any_rank_starts(monkeypatch, capsys, argv, message):
     monkeypatch.delenv("RANK", raising=False)
-    err = refusal(argv, capsys)
+    err = refusal(cb.main, argv, capsys)
     assert err.count(message) == 1, err
     assert "Traceback" not in err
 
@@ -186,7 +179,7 @@ def test_a_bad_flag_is_refused_before_any_rank_starts(monkeypatch, capsys, argv,
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU, so NCCL may work")
 def test_nccl_without_gpus_is_refused_naming_the_flags(monkeypatch, capsys):
     monkeypatch.delenv("RANK", raising=False)
-    err = refusal(["--backend", "nccl"], capsys)
+    err = refusal(cb.main, ["--backend", "nccl"], capsys)
     assert "--backend nccl runs one rank per GPU: --nprocs 2 asked for, 0 GPU(s) here; use " \
            "--backend gloo" in err
 
@@ -194,9 +187,9 @@ def test_nccl_without_gpus_is_refused_naming_the_flags(monkeypatch, capsys):
 def test_under_torchrun_only_rank_0_reports_a_bad_flag(one_rank, monkeypatch, capsys):
     monkeypatch.setattr(launch, "RANK_ZERO_WAIT", 0.0)  # no torchrun here to stop this rank
     monkeypatch.setenv("RANK", "1")
-    assert refusal(["--sizes", "1001"], capsys) == ""
+    assert refusal(cb.main, ["--sizes", "1001"], capsys) == ""
     monkeypatch.setenv("RANK", "0")
-    assert refusal(["--sizes", "1001"], capsys).count("--sizes 1001 is not") == 1
+    assert refusal(cb.main, ["--sizes", "1001"], capsys).count("--sizes 1001 is not") == 1
 
 
 def test_the_script_refuses_a_bad_flag_without_a_traceback():

@@ -28,6 +28,8 @@ from course_lib.parallel import cost_model, ddp, launch, ring
 from course_lib.parallel.traffic import BucketRecord
 from course_lib.text import course_model, models, training
 
+from conftest import refusal
+
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -289,15 +291,6 @@ def two_ranks(monkeypatch):
     for name in TORCHRUN_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("WORLD_SIZE", "2")
-
-
-def refusal(main, argv: list[str], capsys) -> str:
-    """What ``main(argv)`` printed refusing its command line: status 2, nothing on stdout."""
-    with pytest.raises(SystemExit) as info:
-        main(argv)
-    captured = capsys.readouterr()
-    assert info.value.code == 2 and captured.out == "", captured
-    return captured.err
 
 
 @pytest.mark.parametrize(("argv", "message"), [

@@ -23,6 +23,8 @@ from course_lib.numbers import memory
 from course_lib.parallel import collectives, cost_model, ddp, fsdp, launch
 from course_lib.text import models
 
+from conftest import refusal
+
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,15 +68,6 @@ def two_ranks(monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
 
 
-def refusal(argv: list[str], capsys) -> str:
-    """What the script printed refusing its command line: status 2, nothing on stdout."""
-    with pytest.raises(SystemExit) as info:
-        fsdp.main(argv)
-    captured = capsys.readouterr()
-    assert info.value.code == 2 and captured.out == "", captured
-    return captured.err
-
-
 @pytest.mark.parametrize(("argv", "message"), [
     (["--strategy", "zero4"], "argument --strategy: invalid choice: 'zero4'"),
     (["--strategy", "hsdp"], "--strategy hsdp needs --shard-factor, the number of ranks that share "
@@ -94,7 +87,7 @@ def refusal(argv: list[str], capsys) -> str:
     (["--lr", "-1"], "argument --lr: must be a positive number, got '-1'"),
 ])
 def test_a_bad_flag_is_refused_once_naming_the_flag(two_ranks, capsys, argv, message):
-    err = refusal(argv, capsys)
+    err = refusal(fsdp.main, argv, capsys)
     assert err.count(message) == 1, err
     assert "Traceback" not in err and "shard_factor" not in err and "Recipe." not in err
 
@@ -103,13 +96,13 @@ def test_only_rank_0_reports_a_bad_flag_and_every_rank_exits_2(two_ranks, monkey
     bad = ["--strategy", "hsdp", "--shard-factor", "3"]
     monkeypatch.setattr(launch, "RANK_ZERO_WAIT", 0.0)  # no torchrun here to stop this rank
     monkeypatch.setenv("RANK", "1")
-    assert refusal(bad, capsys) == ""
+    assert refusal(fsdp.main, bad, capsys) == ""
     monkeypatch.setenv("RANK", "0")
-    assert refusal(bad, capsys).count("--shard-factor 3 does not divide") == 1
+    assert refusal(fsdp.main, bad, capsys).count("--shard-factor 3 does not divide") == 1
 
 
 def test_good_flags_outside_torchrun_say_how_to_start_it(two_ranks, capsys):
-    err = refusal(["--strategy", "hsdp", "--shard-factor", "2"], capsys)
+    err = refusal(fsdp.main, ["--strategy", "hsdp", "--shard-factor", "2"], capsys)
     assert "run it as torchrun --nproc-per-node=2 -m course_lib.parallel.fsdp" in err
 
 
