@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from course_lib.base.checks import context_length
 from course_lib.text import data, objectives
 
 if TYPE_CHECKING:
@@ -64,16 +65,6 @@ class Perplexity:
     def __str__(self) -> str:
         return (f"perplexity {self.perplexity:.3f} (mean loss {self.mean_nll:.4f} nats over "
                 f"{self.n_tokens:,} tokens of {self.text}; window {self.window}, stride {self.stride})")
-
-
-def _context_length(model: PreTrainedModel) -> int | None:
-    """The longest sequence the model takes (its position count), or None if it has no limit."""
-    cfg = model.config
-    for name in ("n_positions", "max_position_embeddings", "n_ctx"):
-        value = getattr(cfg, name, None)
-        if isinstance(value, int) and value > 0:
-            return value
-    return None
 
 
 def _windows(n: int, window: int, stride: int) -> list[tuple[int, int, int]]:
@@ -122,7 +113,7 @@ def perplexity(
     if type(model).__name__.endswith("ForMaskedLM"):
         raise ValueError("perplexity() measures causal (decoder-only) language models; a masked LM "
                          "does not predict the next token. Use objective_loss() instead.")
-    context = _context_length(model)
+    context = context_length(model)
     if window is None:
         window = min(DEFAULT_WINDOW, context) if context else DEFAULT_WINDOW
     if not isinstance(window, int) or window < 2:
@@ -260,7 +251,7 @@ def continue_text(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, pr
     """
     ids = [tokenizer.eos_token_id] + tokenizer(prompt, add_special_tokens=False)["input_ids"]
     device = next(model.parameters()).device
-    context = _context_length(model)
+    context = context_length(model)
     if context is not None and len(ids) + max_new_tokens > context:
         max_new_tokens = max(0, context - len(ids))
     x = torch.tensor([ids], device=device)
