@@ -201,3 +201,11 @@ def test_other_bad_input(model):
         prune.wanda_masks(model, 0.5, {})
     with pytest.raises(ValueError, match="no calibration batches"):
         prune.input_norms(model, [])
+
+
+@pytest.mark.parametrize(("ids", "limit"), [(torch.tensor([[3, 64]]), "vocabulary of 64 tokens"),
+                                           (torch.zeros(1, 40, dtype=torch.long), "context of 32 positions")])
+def test_wanda_calibration_names_the_limit_instead_of_an_index_error(ids, limit):
+    model = tiny_gpt2(hidden=16, vocab=64)
+    with pytest.raises(ValueError, match=f"calibration batch 1: .*{limit}"):
+        prune.input_norms(model, [{"input_ids": ids}])

@@ -20,6 +20,7 @@ import torch
 from torch import nn
 from transformers.pytorch_utils import Conv1D
 
+from course_lib.base.checks import token_ids
 from course_lib.compression import finetuning
 from course_lib.compression.quant_layers import weight_matrix
 from course_lib.text import training
@@ -194,7 +195,8 @@ def input_norms(model: nn.Module, batches: Iterable[Mapping[str, torch.Tensor]])
     try:
         n_batches = 0
         for batch in batches:
-            model(input_ids=batch["input_ids"].to(device))
+            ids = token_ids(batch["input_ids"], model, f"calibration batch {n_batches + 1}: token ids")
+            model(input_ids=ids.to(device))
             n_batches += 1
     finally:
         for h in handles:
