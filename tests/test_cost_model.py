@@ -253,3 +253,100 @@ def test_negative_intercept_is_clamped_and_said():
 def test_fit_bad_inputs_say_what_to_pass(call, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         call()
+
+
+# --- the cluster: NVLink in a node, the network between, NCCL's algorithms ----------------------
+
+H100_NDR = cm.Cluster("NVLink 4 (H100)", "InfiniBand NDR")
+
+
+def test_inside_one_node_every_algorithm_is_the_nvlink_ring():
+    for n in (2, 4, 8):
+        for algorithm in (*cm.ALGORITHMS, "best"):
+            assert cm.allreduce_time(1e8, n, H100_NDR, algorithm) == pytest.approx(
+                cm.ring_allreduce_time(1e8, n, NVLINK4))
+
+
+def test_cluster_ring_by_hand():
+    nv, net = LINKS["NVLink 4 (H100)"], LINKS["InfiniBand NDR"]
+    # 16 GPUs in 2 nodes: 30 steps, 2 of them across the network; bus bandwidth min(450, 8 x 50)
+    expected = 28 * nv.latency + 2 * net.latency + 2 * 15 / 16 * 1e9 / 400e9
+    assert cm.allreduce_time(1e9, 16, H100_NDR, "ring") == pytest.approx(expected)
+    assert H100_NDR.bus_bandwidth(16) == 400e9 and H100_NDR.bus_bandwidth(8) == 450e9
+
+
+def test_tree_and_hierarchical_by_hand():
+    nv, net = LINKS["NVLink 4 (H100)"], LINKS["InfiniBand NDR"]
+    tree = 2 * (7 * nv.latency + 6 * net.latency) + 2 * 1e6 / 400e9  # 64 nodes
+    assert cm.allreduce_time(1e6, 512, H100_NDR, "tree") == pytest.approx(tree)
+    hier = (2 * 7 * nv.latency + 2 * 7 / 8 * 1e6 / nv.bandwidth
+            + 2 * 63 * net.latency + 2 * 63 / 64 * 1e6 / 8 / net.bandwidth)
+    assert cm.allreduce_time(1e6, 512, H100_NDR, "hierarchical") == pytest.approx(hier)
+
+
+def test_ring_latency_grows_with_n_and_the_tree_with_log_n():
+    small = 1e3  # latency-bound
+    ring = [cm.allreduce_time(small, n, H100_NDR, "ring") for n in (64, 128, 256, 512)]
+    tree = [cm.allreduce_time(small, n, H100_NDR, "tree") for n in (64, 128, 256, 512)]
+    ring_steps = [b - a for a, b in zip(ring, ring[1:])]
+    assert ring_steps[1] > 1.9 * ring_steps[0] and ring_steps[2] > 1.9 * ring_steps[1]
+    tree_steps = [b - a for a, b in zip(tree, tree[1:])]
+    assert tree_steps == pytest.approx([2 * LINKS["InfiniBand NDR"].latency] * 3)
+
+
+def test_best_is_the_fastest_and_the_default():
+    for n in (8, 16, 512):
+        times = [cm.allreduce_time(25 * 2**20, n, H100_NDR, a) for a in cm.ALGORITHMS]
+        assert cm.allreduce_time(25 * 2**20, n, H100_NDR) == min(times)
+
+
+def test_allgather_is_half_the_ring_allreduce():
+    assert cm.allgather_time(1e9, 64, H100_NDR) == pytest.approx(
+        cm.allreduce_time(1e9, 64, H100_NDR, "ring") / 2)
+
+
+def test_the_cluster_reconciles_ddp_with_near_linear_scaling():
+    compute = 6 * 1.5e9 * 8 * 1024 / (0.40 * 312e12)
+    flat = cm.data_parallel_step(compute, 3e9, 512, "InfiniBand NDR").efficiency
+    cluster = cm.data_parallel_step(compute, 3e9, 512, H100_NDR).efficiency
+    assert flat < 0.5 and cluster > 0.99
+    # the Link path of data_parallel_step is what it was: a flat ring over one link
+    step = cm.data_parallel_step(compute, 3e9, 8, NVLINK4, overlap=0)
+    assert step.communication == pytest.approx(
+        114 * cm.ring_allreduce_time(cm.DDP_BUCKET_BYTES, 8, NVLINK4)
+        + cm.ring_allreduce_time(3e9 - 114 * cm.DDP_BUCKET_BYTES, 8, NVLINK4))
+
+
+def test_ring_time_of_each_collective():
+    link = Link("toy", bandwidth=1e9, latency=1e-6, source="nccl_docs")
+    assert cm.ring_time("all-reduce", 8e6, 4, link) == cm.ring_allreduce_time(8e6, 4, link)
+    assert cm.ring_time("all-gather", 8e6, 4, link) == pytest.approx(3e-6 + 6e-3)
+    assert cm.ring_time("reduce-scatter", 8e6, 4, link) == pytest.approx(3e-6 + 6e-3)
+    assert cm.ring_time("broadcast", 8e6, 4, link) == pytest.approx(3e-6 + 8e-3)
+    assert cm.ring_time("all-gather", 8e6, 1, link) == 0
+    with pytest.raises(ValueError, match="kind must be"):
+        cm.ring_time("gossip", 1, 2, link)
+
+
+def test_queue_on_link_waits_for_ready_and_for_the_previous_transfer():
+    assert cm.queue_on_link([0.0, 0.1, 5.0], [1.0, 1.0, 1.0]) == [1.0, 2.0, 6.0]
+    assert cm.queue_on_link([], []) == []
+    with pytest.raises(ValueError, match="one entry per transfer"):
+        cm.queue_on_link([0.0], [])
+
+
+def test_ethernet_differs_from_infiniband_in_bandwidth_only():
+    ethernet, ndr = LINKS["Ethernet 100G"], LINKS["InfiniBand NDR"]
+    assert ethernet.latency == ndr.latency and ethernet.bandwidth < ndr.bandwidth
+    assert "without RDMA" not in ethernet.note and "RoCE" in ethernet.note
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: cm.allreduce_time(1, 16, "NVLink 4 (H100)"), "cluster must be a cost_model.Cluster"),
+    (lambda: cm.allreduce_time(1, 16, H100_NDR, "butterfly"), "algorithm must be one of"),
+    (lambda: cm.Cluster("NVLink 9"), "unknown link 'NVLink 9'"),
+    (lambda: cm.Cluster(gpus_per_node=0), "world_size must be a whole number >= 1"),
+])
+def test_cluster_bad_inputs_say_what_to_pass(call, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        call()

@@ -24,7 +24,7 @@ import torch
 
 from course_lib.chapters import ch08
 from course_lib.numbers import memory
-from course_lib.parallel import cost_model, ddp, launch, ring
+from course_lib.parallel import cost_model, ddp, launch, links, ring
 from course_lib.parallel.traffic import BucketRecord
 from course_lib.text import course_model, models, training
 
@@ -378,7 +378,8 @@ def test_timings_leave_out_the_first_step_and_place_buckets_by_round():
         ddp.timings(dataclasses.replace(result, step_times=(1.0,)))
 
 
-@pytest.mark.parametrize("function", [ddp.train_ddp, ddp.wrap_ddp, ring.ring_all_reduce])
+@pytest.mark.parametrize("function", [ddp.train_ddp, ddp.wrap_ddp, ring.ring_all_reduce,
+                                      links.allreduce_hook])
 def test_functions_shown_whole_on_the_page_fit_the_books_column(function):
     assert max(map(len, inspect.getsource(function).splitlines())) <= 88
 
@@ -389,7 +390,7 @@ def test_the_scaling_plot_is_labelled():
     for ax in (speed, eff):
         assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
     assert [t.get_text() for t in speed.get_legend().get_texts()] == \
-        ["ideal", "PCIe 4.0 x16", "NVLink 4 (H100)"]
+        ["ideal", "one flat ring over PCIe 4.0 x16", "one flat ring over NVLink 4 (H100)"]
     assert list(speed.lines[0].get_xdata()) == [1, 2, 4, 8]
     assert max(eff.lines[0].get_ydata()) == pytest.approx(100)
     plt.close(fig)
@@ -398,3 +399,12 @@ def test_the_scaling_plot_is_labelled():
 def test_the_scaling_plot_needs_a_size_and_a_link():
     with pytest.raises(ValueError, match="at least one world size"):
         ch08.plot_scaling(0.1, 1e9, [], ["PCIe 4.0 x16"])
+
+
+def test_the_scaling_plot_names_a_cluster():
+    cluster = cost_model.Cluster("NVLink 3 (A100)", "InfiniBand HDR")
+    fig = ch08.plot_scaling(0.5, 3e9, [8, 512], [cluster])
+    assert fig.axes[0].get_legend().get_texts()[1].get_text() == cluster.name
+    plt.close(fig)
+    table = ch08.scaling_table(0.5, 3e9, [8, 512], cluster, "InfiniBand NDR")
+    assert [row[:2] for row in table.rows] == [["8", "1"], ["512", "64"]]

@@ -189,3 +189,73 @@ def test_pi_as_python_prints_it(name):
     line = next(line for line in _printed(DUTCH) if line.startswith(f"{name.upper()}: "))
     assert line.split()[1] == repr(stored)
     assert repr(formats.round_to_format(math.pi, "fp32")) == "3.1415927410125732"
+
+
+# -- What the Dutch edition adds: mixed precision's 6 bytes of weights, INT8 with a scale, exercises ---
+
+
+def test_mixed_precision_keeps_a_bf16_copy_and_an_fp32_master_copy():
+    fp32, mixed = (memory.training_memory(N, p, "adam", batch=1, seq_len=2048) for p in ("fp32", "bf16-mixed"))
+    column = "gewichten + masterkopie"
+    assert cell(DUTCH, column, ("fp32",), column) == "4 + 0"
+    assert cell(DUTCH, column, ("bf16-mixed",), column) == "2 + 4"  # 6 bytes of weights, not 4
+    assert (mixed.weights + mixed.master_weights) / N == 6
+    shrink = 1 - mixed.activations / fp32.activations
+    line = (f"activaties: {dutch(memory.gb(fp32.activations), 1)} GB -> {dutch(memory.gb(mixed.activations), 1)} GB, "
+            f"{dutch(-100 * shrink, 1)} %")
+    assert any(printed.startswith(line) for printed in _printed(DUTCH)), line
+    assert 0.40 < shrink < 0.5  # not the half the edition once claimed
+
+
+def test_pi_in_int8_with_an_absmax_scale_is_what_the_library_computes():
+    import torch
+
+    from course_lib.compression import quant
+
+    block = torch.tensor([0.8, -4.5, math.pi, 1.5, -0.3])
+    expected = {
+        "afronden (cast)": formats.round_to_format(math.pi, "int8"),
+        "absmax, π alleen": quant.quantize_dequantize(torch.tensor([math.pi]), "int8-tensor")[0].item(),
+        "absmax, in het blok": quant.quantize_dequantize(block, "int8-tensor")[2].item(),
+    }
+    for label, value in expected.items():
+        assert cell(DUTCH, "π komt terug als", (label,), "π komt terug als") == f"{value:.6f}", label
+        assert cell(DUTCH, "π komt terug als", (label,), "fout") == f"{abs(value - math.pi):.2e}", label
+
+
+def test_pi_to_19_decimals():
+    assert "π   : 3.1415926535897932384 (19 decimalen)" in _printed(DUTCH)
+    assert "3.1415926535897932384".startswith(f"{math.pi:.15f}")
+
+
+@pytest.mark.parametrize("name, right, wrong", [
+    ("q1", 40 * 10.0 / 127, {3.0: "zonder schaalfactor", 39 * 10.0 / 127: "afkapt tot 39",
+                             40.0: "vergeet die met de schaal", 40 * 10.0 / 128: "door 128 deelt"}),
+    ("q2", 7e9 * (2 + 4) / 1e9, {14.0: "vergeet", 28.0: "alleen de FP32-masterkopie", 112.0: "de hele modeltoestand"}),
+    ("q3", 7e9 * (2 + 4 + 2 + 8) / 1e9, {56.0: "alles halveert", 84.0: "masterkopie vergeet", 42.0: "alleen de gewichten"}),
+])  # fmt: skip
+def test_dutch_exercises_accept_the_answer_and_name_the_misconception(name, right, wrong):
+    from course_lib.chapters.nl import quiz
+
+    question = getattr(quiz, name)
+    ok, text = question.feedback(right)
+    assert ok and text.startswith("Goed: "), text
+    for answer, misconception in wrong.items():
+        ok, text = question.feedback(answer)
+        assert not ok and "Dat krijg je als je" in text and misconception in text and "Tip: " in text, (answer, text)
+    ok, text = question.feedback(right * 1.3)  # wrong for no recorded reason: the hint only
+    assert not ok and "te hoog" in text and "Dat krijg je" not in text
+    assert question.feedback(None) == (False, f"Nog niet beantwoord. {question.question}")
+    assert "geen getal" in question.feedback("drie")[1]
+
+
+def test_the_dutch_edition_uses_one_word_per_idea():
+    avoided = {"floating point": "drijvendekommagetal", "floating-point": "drijvendekommagetal",
+               "optimalisatie-states": "optimizer-states", "consumentenkaart": "videokaart voor consumenten",
+               "alleen elk getal is": "alleen is elk getal", "houdt de acht": "behoudt de acht",
+               "dat vergelijkt twee": "zo vergelijk je"}  # fmt: skip
+    for c in nbformat.read(DUTCH, as_version=4).cells:
+        text = " ".join(c.source.lower().split())  # one line: phrases that wrap are found too
+        for word, instead in avoided.items():
+            assert not re.search(rf"\b{re.escape(word)}", text), f"Dutch cell {c.id}: write {instead!r}, not {word!r}"
+    assert "drijvendekommagetal" in " ".join(c.source for c in nbformat.read(DUTCH, as_version=4).cells)

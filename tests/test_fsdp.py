@@ -20,7 +20,7 @@ import torch
 from course_lib.chapters import ch09
 from course_lib.chapters.ch09 import quiz
 from course_lib.numbers import memory
-from course_lib.parallel import collectives, cost_model, ddp, fsdp, launch
+from course_lib.parallel import collectives, cost_model, ddp, fsdp, launch, wire
 from course_lib.text import models
 
 from conftest import refusal
@@ -311,3 +311,105 @@ def test_torchrun_entry_point_trains_sharded_and_checks_against_one_process():
                          rf"{4 * PSI / 2 / 1e6:.2f} MB", done.stdout, re.MULTILINE), text[-3000:]
     gap = float(re.search(r"max \|difference\| of the parameters (\S+)", done.stdout).group(1))
     assert gap < 1e-4
+
+
+# --- prefetching, whole-number resharding, memory budgets, emulated links -----------------------
+
+@pytest.mark.parametrize(("strategy", "options", "message"), [
+    ("zero1", {"prefetch": "explicit"}, "FSDP options"),
+    ("ddp", {"reshard_after_forward": 2}, "FSDP options"),
+    ("zero3", {"prefetch": "eager"}, r"prefetch must be one of \('implicit', 'explicit', 'async'\)"),
+    ("zero3", {"reshard_after_forward": 2}, "none for so few ranks; use 4 or more"),
+    ("zero2", {"reshard_after_forward": 2}, "applies to 'zero3' and 'hsdp', not 'zero2'"),
+])
+def test_fsdp_options_are_refused_before_any_group_is_needed(strategy, options, message):
+    with pytest.raises(ValueError, match=message):
+        fsdp.shard_model(torch.nn.Linear(2, 2), strategy, 2, **options)
+
+
+def test_a_whole_number_reshard_must_divide_the_shard_group():
+    with pytest.raises(ValueError, match=r"reshard_after_forward=3 must be a divisor of the 8 .*\[2, 4\]"):
+        fsdp.shard_model(torch.nn.Linear(2, 2), "zero3", 8, reshard_after_forward=3)
+
+
+def test_node_links_needs_a_model_sharded_by_shard_model():
+    with pytest.raises(ValueError, match="sharded by shard_model"):
+        fsdp.node_links(torch.nn.Linear(2, 2), "NVLink 4 (H100)", "Ethernet 100G", 2)
+    with pytest.raises(ValueError, match="ranks_per_node must be a whole number"):
+        fsdp.node_links(torch.nn.Linear(2, 2), "NVLink 4 (H100)", "Ethernet 100G", 0)
+
+
+LINK = {"node": "NVLink 4 (H100)", "network": "Ethernet 100G", "ranks_per_node": 2, "scale": 100}
+BUDGET = 12 * PSI  # 3/4 of DDP's 16 bytes per parameter
+
+
+@pytest.fixture(scope="module")
+def extra_runs():
+    """Prefetch modes and a memory budget on 2 ranks; whole-number reshard and links on 4."""
+    two = launch.launch(fsdp.__name__ + ":train_many", 2, {"runs": [
+        *[{"strategy": "zero3", "prefetch": p} for p in fsdp.PREFETCH],
+        {"strategy": "ddp", "memory_budget": BUDGET},
+        {"strategy": "zero3", "memory_budget": BUDGET}]}, timeout=400, echo=False)
+    four = launch.launch(fsdp.__name__ + ":train_many", 4, {"runs": [
+        {"strategy": "zero3", "reshard_after_forward": 2},
+        {"strategy": "zero3", "emulate": LINK},
+        {"strategy": "hsdp", "shard_factor": 2, "emulate": LINK}]}, timeout=400, echo=False)
+    return ch09.by_run(two), ch09.by_run(four)
+
+
+@pytest.mark.slow
+def test_prefetching_starts_every_unit_but_the_first_one_ahead(extra_runs):
+    implicit, explicit, asynchronous = extra_runs[0][:3]
+    for run, ahead in ((implicit, 0), (explicit, 4), (asynchronous, 4)):
+        for rank in run:
+            assert [e["ahead"] for e in rank.exposed] == [ahead] * 3
+            assert [e["gathers"] for e in rank.exposed] == [5] * 3
+            assert all(e["forward"] > 0 and e["backward"] > 0 for e in rank.exposed)
+            # prefetching changes when, not what: the same bytes, the same training
+            assert rank.volume[1] == implicit[0].volume[1]
+            assert torch.equal(rank.parameters, implicit[0].parameters)
+    assert [row[2] for row in ch09.prefetch_table([implicit, explicit, asynchronous]).rows] == \
+        ["0", "4", "4"]
+
+
+@pytest.mark.slow
+def test_a_memory_budget_stops_ddp_with_a_message_and_lets_zero3_train(extra_runs):
+    refused, trained = extra_runs[0][3:]
+    assert all(isinstance(r, fsdp.BudgetRefusal) and r.strategy == "ddp" for r in refused)
+    assert f"needs {16 * PSI / 1e6:.2f} MB" in refused[0].message
+    assert f"{4 * PSI / 1e6:.2f} MB too many" in refused[0].message
+    assert "Shard the states" in refused[0].message
+    assert all(isinstance(r, fsdp.ShardedRank) and len(r.history) == 3 for r in trained)
+
+
+@pytest.mark.slow
+def test_zero3_sends_the_ring_formula_on_the_wire(extra_runs):
+    for rank in extra_runs[0][0]:
+        for step in (1, 2):
+            formula = wire.step_ring_sent(rank.volume[step], 2, "gloo")
+            assert 0 <= rank.wire[step].sent - formula <= 0.002 * formula
+
+
+@pytest.mark.slow
+def test_a_whole_number_reshard_keeps_blocks_over_pairs_and_gathers_them_there(extra_runs):
+    blocks = 4 * sum(UNITS[1:])
+    for rank in extra_runs[1][0]:
+        assert rank.after_forward_bytes == 4 * PSI // 4 + blocks // 2
+        assert rank.group_volume[1] == {"all-gather over 4": 4 * (PSI + UNITS[0]),
+                                        "all-gather over 2": blocks,
+                                        "reduce-scatter over 4": 4 * PSI}
+
+
+@pytest.mark.slow
+def test_emulated_links_charge_full_sharding_the_network_and_hybrid_mostly_nvlink(extra_runs):
+    full, hybrid = extra_runs[1][1:]
+    ethernet = cost_model.get_link("Ethernet 100G")
+    # full sharding: each of a step's 15 collectives (5 units: 2 all-gathers, a reduce-scatter)
+    # over 4 ranks on Ethernet, the alpha-beta ring model: 3 alpha + 3/4 of the tensor / beta
+    volume = full[0].group_volume[1]
+    seconds = 15 * 3 * ethernet.latency + sum(0.75 * v for v in volume.values()) / ethernet.bandwidth
+    assert full[0].link_delays[1] == pytest.approx(100 * seconds, rel=1e-6)
+    assert full[0].link_delays[1] > 3 * hybrid[0].link_delays[1] > 0
+    assert len(set(full[0].link_delays)) == 1  # every step pays the same
+    for run in (full, hybrid):  # each collective took its link time, plus gloo's own work
+        assert all(m >= d > 0 for m, d in zip(run[0].link_seconds, run[0].link_delays))

@@ -41,11 +41,52 @@ def test_gptq_is_rtn_when_h_is_a_multiple_of_the_identity(bits, group, sym, act_
     w = weight(8, 32, seed)
     config = GPTQConfig(bits, group, sym, act_order=act_order, static_groups=static, block_size=5)
     result = gptq.gptq_quantize_layer(w, c * torch.eye(32), config)  # inputs c I: H = 2 c² I / 32
-    rtn = quant.quantize(w, config.quant_config)
-    assert torch.equal(result.codes, rtn.codes().reshape(8, 32))
-    assert torch.equal(result.weight, rtn.dequantize())
     assert torch.equal(result.weight, gptq.rtn_quantize_layer(w, config))
-    assert torch.equal(result.scale, rtn.scales())
+    if not static and group is not None:
+        return  # groups' grids come from the weights as they stand; with H = c I, the original ones
+    assert torch.equal(result.scale, gptq.gptq_grid(w, config)[0])
+    if not sym:  # chapter 5's zero-point grid, exactly
+        rtn = quant.quantize(w, config.quant_config)
+        assert torch.equal(result.codes, rtn.codes().reshape(8, 32))
+        assert torch.equal(result.weight, rtn.dequantize())
+        assert torch.equal(result.scale, rtn.scales())
+
+
+def reference_grid(w: torch.Tensor, bits: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """IST-DASLab/gptq quant.py, sym=True, per row: xmax = max|w|, xmin = -xmax, scale = (xmax - xmin) / maxq,
+    zero = (maxq + 1) / 2, with maxq = 2**bits - 1 (float32 scales)."""
+    maxq = 2 ** bits - 1
+    xmax = w.abs().amax(1)
+    scale = (xmax - (-xmax)) / maxq
+    return scale, torch.full_like(scale, (maxq + 1) / 2)
+
+
+@pytest.mark.parametrize("bits", [2, 3, 4, 8])
+def test_the_symmetric_grid_is_the_reference_implementations(bits):
+    w = weight(16, 64, 20)
+    config = GPTQConfig(bits, None, sym=True, scale_dtype="fp32")
+    scale, zero = gptq.gptq_grid(w, config)
+    ref_scale, ref_zero = reference_grid(w, bits)
+    assert torch.equal(scale[:, 0], ref_scale) and torch.equal(zero[:, 0].float(), ref_zero)
+    # the reference's _quantize, with chapter 5's one rounding rule: x * (1 / scale), not x / scale
+    ref_codes = torch.clamp(torch.round(w * (1 / ref_scale[:, None])) + ref_zero[:, None], 0, 2 ** bits - 1)
+    expected = ref_scale[:, None] * (ref_codes - ref_zero[:, None])
+    assert torch.equal(gptq.rtn_quantize_layer(w, config), expected)
+    codes = gptq.gptq_quantize_layer(w, torch.eye(64), config).codes
+    assert int(codes.min()) == 0 and int(codes.max()) == 2 ** bits - 1  # all 2^b levels in use
+    absmax = quant.quantize(w, quant.QuantConfig(bits, "absmax", "channel")).codes()
+    assert int(absmax.min()) == 1  # chapter 5's grid: 2^b - 1 levels, code 0 unused
+    fp16 = gptq.gptq_grid(w, GPTQConfig(bits, None, sym=True))[0][:, 0]
+    assert (fp16 >= ref_scale).all() and (fp16 < ref_scale * (1 + 2 ** -9)).all()  # rounded up to FP16
+
+
+@pytest.mark.parametrize("bits", [3, 4])
+def test_the_extra_level_lowers_the_rounding_error(bits):
+    """On Gaussian weights the 2^b-level grid's finer step outweighs clipping the largest positive weight."""
+    w = weight(64, 256, 21)
+    full = gptq.rtn_quantize_layer(w, GPTQConfig(bits, None, sym=True))
+    restricted = quant.quantize_dequantize(w, quant.QuantConfig(bits, "absmax", "channel"))
+    assert (w - full).pow(2).sum() < 0.9 * (w - restricted).pow(2).sum()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -81,16 +122,18 @@ def reference_gptq(w: torch.Tensor, x: torch.Tensor, bits: int, group: int | Non
     h += percdamp * h.diag().mean() * torch.eye(cols, dtype=h.dtype)
     hinv = torch.linalg.inv(h)
     size = group or cols
-    scheme = "absmax" if sym else "zeropoint"
     codes = torch.zeros(w.shape, dtype=torch.uint8)
     for j in range(cols):
-        if j % size == 0:  # the group's grid, from the weights as they are now (chapter 5's quantize)
-            c = quant.quantize(w[:, j:j + size].float(), quant.QuantConfig(bits, scheme, "channel")).unpack()
-            scale = c.scale[:, 0]
-            zero = c.zero[:, 0].float() if c.zero is not None else torch.full_like(scale, 2.0 ** (bits - 1))
-        top = 2 ** bits - 1
-        lo, hi = (1, top) if sym else (0, top)
-        code = torch.clamp(torch.round(w[:, j].float() * (1.0 / scale)) + zero, lo, hi)
+        if j % size == 0:  # the group's grid, from the weights as they are now
+            if sym:  # the reference implementation's grid, its scale rounded up to FP16
+                scale, zero = reference_grid(w[:, j:j + size].float(), bits)
+                stored = scale.half().float()
+                scale = torch.where(stored < scale, torch.nextafter(scale.half(), torch.tensor(
+                    float("inf"), dtype=torch.half)).float(), stored)
+            else:  # chapter 5's zero-point grid
+                c = quant.quantize(w[:, j:j + size].float(), quant.QuantConfig(bits, "zeropoint", "channel")).unpack()
+                scale, zero = c.scale[:, 0], c.zero[:, 0].float()
+        code = torch.clamp(torch.round(w[:, j].float() * (1.0 / scale)) + zero, 0, 2 ** bits - 1)
         q = ((code - zero) * scale).double()
         codes[:, j] = code.to(torch.uint8)
         err = (w[:, j] - q) / hinv[j, j]

@@ -103,10 +103,18 @@ def test_a_bad_language_names_the_valid_ones():
 REQUIRED_TERMS = {
     "quantization": "kwantisatie", "exponent": "exponent", "mantissa / fraction": "mantisse / fractie", "bit": "bit",
     "byte": "byte", "memory": "geheugen", "weights": "gewichten", "gradients": "gradi\u00ebnten",
-    "optimizer states": "optimalisatie-states", "activations": "activaties", "precision": "precisie",
+    "optimizer states": "optimizer-states", "master weights": "masterkopie", "activations": "activaties", "precision": "precisie",
     "range": "bereik", "rounding": "afronden", "scale factor": "schaalfactor", "sign": "teken",
     "subnormal": "subnormaal", "overflow": "overflow", "quantize to INT8": "kwantiseren naar INT8", "BF16": "BF16",
     "FP16": "FP16", "FP32": "FP32", "distributed training": "gedistribueerd trainen",
+    "floating-point number": "drijvendekommagetal", "quantization-aware training": "kwantisatiebewuste training",
+    "CUDA": "CUDA", "mixed precision": "mixed precision",
+}  # fmt: skip
+#: Dutch words the edition does not use, and the word it uses instead (one word per idea).
+NOT_DUTCH_TERMS = {
+    "floating-point": "drijvendekommagetal", "floating point": "drijvendekommagetal",
+    "zwevendekomma": "drijvendekommagetal", "optimalisatie-state": "optimizer-states",
+    "consumentenkaart": "videokaart voor consumenten",
 }  # fmt: skip
 
 
@@ -155,3 +163,13 @@ def test_every_key_is_used_and_every_used_key_exists():
     by_prefix = {k for k in EN if k.startswith(("bx_err_", "calc_note_"))}  # sent whole, or looked up in a loop
     unused = set(EN) - used - placeholders - components - by_prefix
     assert not unused, f"texts no widget uses: {sorted(unused)}"
+
+
+def test_dutch_texts_use_one_word_per_idea():
+    """The Dutch tables and glossary say 'drijvendekommagetal' and 'optimizer-states', never a variant."""
+    dutch = [*NL.values(), *(f"{term} {meaning}" for term, meaning in GLOSSARY.values())]
+    for text_ in dutch:
+        for avoided, used in NOT_DUTCH_TERMS.items():
+            lowered = text_.lower().replace("brain floating point", "")  # BF16's name stays English
+            assert avoided not in lowered, f"{text_!r}: write {used!r}, not {avoided!r}"
+    assert "drijvendekommagetal" in GLOSSARY["exponent"][1]

@@ -77,7 +77,7 @@ def test_machine_description():
     features = matmul._cpu_features()
     assert set(features) <= set(matmul._CPU_FEATURES)
     assert all(isinstance(v, bool) for v in features.values())
-    assert matmul._cpu_name()
+    assert matmul.cpu_name()
 
 
 @pytest.mark.parametrize("dtype", ["fp8", "int4", "float", "", None, 32])

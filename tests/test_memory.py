@@ -286,3 +286,110 @@ def test_zero_on_one_gpu_is_noted_and_costs_what_stage_0_costs(stage):
     assert b.total == memory.training_memory(1e9, "bf16-mixed").total
     assert memory.training_memory(1e9, "bf16-mixed").notes == []
     assert i18n.text("calc_note_zero_one_gpu") not in memory.training_memory(1e9, gpus=2, zero_stage=stage).notes
+
+
+# --- headroom: the CUDA context and the allocator's margin ---------------------------------------------
+
+def test_usable_memory_leaves_the_cuda_context_and_the_allocator_margin():
+    gpu = memory.GPUS[0]  # 16 GiB
+    assert gpu.usable == 16 * 2**30 * (1 - memory.ALLOCATOR_MARGIN) - memory.CUDA_CONTEXT_BYTES
+    assert 0.85 * gpu.capacity < gpu.usable < 0.95 * gpu.capacity
+    assert 2**28 <= memory.CUDA_CONTEXT_BYTES <= 2**30  # a few hundred MiB to 1 GiB
+
+
+def test_a_1b_model_at_99_percent_of_a_card_does_not_fit():
+    b = memory.training_memory(1e9, "bf16-mixed", "adam", activation_checkpointing=True)
+    gpu = memory.GPUS[0]
+    assert 0.95 < b.total / gpu.capacity < 1  # within the card's capacity ...
+    assert b.fits(gpu, headroom=False) and not b.fits(gpu)  # ... but not with room to run
+    assert [ok for g, ok, _ in b.verdicts() if g is gpu] == [False]
+    assert memory.gpus_to_train(1e9, gpu, activation_checkpointing=True, headroom=False) == 1
+    assert memory.gpus_to_train(1e9, gpu, activation_checkpointing=True) == 2
+
+
+# --- activations with checkpointing and with fused attention --------------------------------------------
+
+def test_fused_attention_drops_exactly_the_score_term():
+    s, b, h, a = 2048, 1, 4096, 32
+    full = memory.activation_bytes_per_layer(s, b, h, a)
+    fused = memory.activation_bytes_per_layer(s, b, h, a, attention_scores=False)
+    assert fused == 34 * s * b * h  # Korthikanti et al.'s sbh(34 + 5as/h) without 5as/h
+    assert full - fused == 5 * a * s * s * b
+    no_dropout = memory.activation_bytes_per_layer(s, b, h, a, 4, dropout=False, attention_scores=False)
+    assert no_dropout == 16 * 4 * s * b * h
+
+
+def test_checkpointing_keeps_each_layer_s_input_only():
+    shape = memory.ModelShape(4, 256, 4, 8192, 256)
+    s, b, e = 128, 8, 4
+    outside = 2 * s * b * shape.hidden * e + b * s * shape.vocab * 4  # final norm, loss
+    got = memory.activation_bytes(shape, s, b, e, dropout=False, checkpointing=True)
+    assert got == shape.n_layers * s * b * shape.hidden * e + outside
+    full = memory.activation_bytes(shape, s, b, e, dropout=False)
+    per_layer = memory.activation_bytes_per_layer(s, b, shape.hidden, shape.n_heads, e, dropout=False)
+    assert full == shape.n_layers * per_layer + outside
+
+
+@pytest.fixture(scope="module")
+def lean():
+    """A tiny GPT-2 without dropout, eager and fused (SDPA) attention, the same weights."""
+    shape = dict(hidden=64, layers=2, heads=2, context=128, vocab=512, dropout=0.0)
+    return {att: models.build_model(models.tiny_config("gpt2", activation="gelu", attention=att, **shape),
+                                    seed=0) for att in ("eager", "sdpa")}
+
+
+def test_checkpointing_measured_saves_layer_inputs_and_runs_each_block_twice(lean):
+    model = lean["eager"]
+    ids = torch.randint(0, 512, (4, 64), generator=torch.Generator().manual_seed(0))
+    shape = memory.shape_of(model)
+    full = memory_meter.saved_activations(model, ids)
+    model.zero_grad(set_to_none=True)
+    ckpt = memory_meter.saved_activations(model, ids, checkpointing=True)
+    grads = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    assert (full.block_forwards, ckpt.block_forwards) == (2, 4)  # one extra forward per block
+    predicted = memory.activation_bytes(shape, 64, 4, 4, dropout=False)
+    assert abs(full.bytes / predicted - 1) < 0.02
+    kept = memory.activation_bytes(shape, 64, 4, 4, dropout=False, checkpointing=True)
+    mask = 4 * 64 * 64 * 4  # transformers' float attention mask, an input of every block
+    assert abs(ckpt.bytes / (kept + mask) - 1) < 0.02 and ckpt.bytes < full.bytes / 2
+    flag = "is_activation_checkpointing"  # transformers 5.x; older: is_gradient_checkpointing
+    assert not getattr(model, flag if hasattr(model, flag) else "is_gradient_checkpointing")
+    memory_meter.saved_activations(model, ids)
+    for g, p in zip(grads, model.parameters()):  # the same gradients, recomputed
+        torch.testing.assert_close(p.grad, g)
+    model.zero_grad(set_to_none=True)
+
+
+def test_accumulation_keeps_one_micro_batch_of_activations_and_the_same_gradients(lean):
+    model = lean["eager"]
+    ids = torch.randint(0, 512, (8, 32), generator=torch.Generator().manual_seed(1))
+    whole = memory_meter.saved_activations(model, ids)
+    big = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad(set_to_none=True)
+    saved = memory_meter.accumulate_gradients(model, ids, 4)
+    assert len(saved) == 4 and len(set(saved)) == 1
+    shape = memory.shape_of(model)
+    assert abs(saved[0] / memory.activation_bytes(shape, 32, 2, 4, dropout=False) - 1) < 0.02
+    assert saved[0] < whole.bytes / 3
+    for g, p in zip(big, model.parameters()):
+        torch.testing.assert_close(p.grad, g, rtol=1e-4, atol=1e-6)
+    model.zero_grad(set_to_none=True)
+    with pytest.raises(ValueError, match="equal micro-batches"):
+        memory_meter.accumulate_gradients(model, ids, 3)
+
+
+def test_fused_attention_saves_no_score_matrix(lean):
+    s, b = 64, 2
+    ids = torch.randint(0, 512, (b, s), generator=torch.Generator().manual_seed(2))
+    runs = {att: memory_meter.saved_activations(m, ids) for att, m in lean.items()}
+    for m in lean.values():
+        m.zero_grad(set_to_none=True)
+    scores = (b, 2, s, s)
+    assert runs["eager"].shapes.count(scores) == 2  # one per layer
+    assert scores not in runs["sdpa"].shapes
+
+
+def test_saved_activations_needs_transformer_blocks():
+    with pytest.raises(ValueError, match="no transformer blocks"):
+        memory_meter.saved_activations(torch.nn.Linear(2, 2), torch.zeros(1, 2, dtype=torch.long))

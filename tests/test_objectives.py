@@ -392,3 +392,46 @@ def test_show_span_corruption(tokenizer, texts):
     assert lines[1].startswith("target:  <extra_id_0>")
     assert lines[2] == f"rebuilt: {texts[0]}"
     assert 'title="sentinel 0"' in view.html and "&lt;extra_id_0&gt;" in view.html
+
+
+# ---------------------------------------------------------------------------------------------
+# Each objective's context-free loss
+# ---------------------------------------------------------------------------------------------
+
+def test_context_free_loss_of_causal_lm_skips_each_window_s_first_token(tokenizer):
+    # windows [5, 6] and [5, 7]: the targets are 6 and 7 (the 5s are never predicted)
+    assert obj.context_free_loss("gpt2", [5, 6, 5, 7], tokenizer, seq_len=2) == pytest.approx(
+        torch.log(torch.tensor(2.0)).item())
+    # a trailing partial window is dropped, as in training
+    assert obj.context_free_loss("gpt2", [5, 6, 5, 7, 9], tokenizer, seq_len=2) == pytest.approx(
+        obj.context_free_loss("gpt2", [5, 6, 5, 7], tokenizer, seq_len=2))
+
+
+def test_context_free_loss_of_span_corruption_counts_sentinels_and_eos(tokenizer):
+    # 64 copies of one token: each window's target is 3 sentinels, 10 copies and </s>
+    noise, spans = obj.span_counts(64)
+    assert (noise, spans) == (10, 3)
+    p = torch.tensor([1.0] * (spans + 1) + [noise], dtype=torch.float64) / (noise + spans + 1)
+    want = float(-(p * p.log()).sum())
+    got = obj.context_free_loss("t5", [10] * 640, tokenizer, seq_len=64, generator=1)
+    assert got == pytest.approx(want, rel=1e-12)
+
+
+def test_context_free_loss_of_masked_lm_is_the_token_entropy(tokenizer, encoded):
+    assert obj.context_free_loss("bert", [10] * 640, tokenizer) == 0  # one token: no surprise
+    stream = torch.tensor([t for row in encoded for t in row])
+    ordinary = stream[~torch.isin(stream, torch.tensor(tokenizer.all_special_ids))]
+    p = torch.bincount(ordinary).double()
+    p = p[p > 0] / p.sum()
+    unigram = float(-(p * p.log()).sum())
+    # 15% of the ordinary tokens, chosen at random: about the same frequencies
+    assert obj.context_free_loss("bert", stream, tokenizer) == pytest.approx(unigram, abs=0.35)
+    assert obj.context_free_loss("bert", stream, tokenizer, generator=3) != \
+        obj.context_free_loss("bert", stream, tokenizer, generator=4)
+
+
+def test_context_free_loss_bad_inputs(tokenizer):
+    with pytest.raises(ValueError, match="'bert', 'gpt2' or 't5'"):
+        obj.context_free_loss("gpt", [1, 2, 3], tokenizer)
+    with pytest.raises(ValueError, match="at least one"):
+        obj.context_free_loss("gpt2", [5, 6, 7], tokenizer, seq_len=64)

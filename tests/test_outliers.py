@@ -379,3 +379,46 @@ def test_compare_methods_rows_and_table(outlier_xw):
         assert cells[1] == f"{100 * r.error:.2f}%"
         assert cells[2] == ("-" if math.isnan(r.zeroed) else f"{100 * r.zeroed:.1f}%")
         assert cells[1] in text
+
+
+# ---------------------------------------------------------------------------------------------
+# with_token_outliers
+# ---------------------------------------------------------------------------------------------
+
+def test_with_token_outliers_scales_one_feature_per_token(xw):
+    x, w = xw
+    xo, wo, factors = O.with_token_outliers(x, w, OUTLIER, low=10.0, high=60.0, seed=3)
+    assert factors.shape == (x.shape[0],) and 10.0 <= float(factors.min()) and float(factors.max()) <= 60.0
+    assert float(factors.max() / factors.min()) > 2  # the size really differs from token to token
+    torch.testing.assert_close(xo[:, OUTLIER], x[:, OUTLIER] * factors)
+    torch.testing.assert_close(wo[:, OUTLIER], w[:, OUTLIER] / factors.mean())
+    others = [j for j in range(x.shape[1]) if j != OUTLIER]
+    assert torch.equal(xo[:, others], x[:, others]) and torch.equal(wo[:, others], w[:, others])
+    again = O.with_token_outliers(x, w, OUTLIER, low=10.0, high=60.0, seed=3)
+    assert all(torch.equal(a, b) for a, b in zip(again, (xo, wo, factors)))  # seeded
+    assert not torch.equal(O.with_token_outliers(x, w, OUTLIER, seed=4)[2], O.with_token_outliers(x, w, OUTLIER)[2])
+
+
+def test_smoothquant_undoes_a_constant_outlier_exactly_but_not_a_per_token_one(xw):
+    """A x50 feature with its column /50 is undone by SmoothQuant's s_j (the same error as without it);
+    a feature whose size differs per token is not: SmoothQuant helps a lot, but not back to the tame error."""
+    x, w = xw
+    tame = O.compare_methods(x, w)[-1].error
+    constant = O.compare_methods(*O.with_outlier_feature(x, w, OUTLIER, FACTOR))[-1].error
+    assert constant == pytest.approx(tame, rel=1e-3)
+    xo, wo, _ = O.with_token_outliers(x, w, OUTLIER, low=2.0, high=400.0)  # a wide spread across tokens
+    rows = O.compare_methods(xo, wo)
+    per_tensor, smooth = rows[0].error, rows[-1].error
+    assert smooth < 0.25 * per_tensor
+    assert smooth > 1.05 * tame
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"feature": 128}, "feature must be a column"),
+    ({"feature": -1}, "feature must be a column"),
+    ({"feature": 0, "low": 0.0}, "0 < low <= high"),
+    ({"feature": 0, "low": 5.0, "high": 2.0}, "0 < low <= high"),
+])
+def test_with_token_outliers_bad_input(xw, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        O.with_token_outliers(*xw, **kwargs)

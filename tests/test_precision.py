@@ -272,3 +272,13 @@ def test_exercise_answers():
     ok, text = ex.q4.feedback(15)
     assert not ok and "too low" in text and "Hint:" in text
     assert 1e-9 * 2**16 >= format_specs.FP16.min_normal > 1e-9 * 2**15
+
+
+def test_adam_eps_scaled_with_the_loss_trains_as_a_plain_mean():
+    plain = precision.train_in_mode("fp32", steps=20, tokens_per_batch=512)
+    divided = precision.train_in_mode("fp32", steps=20, tokens_per_batch=2**22)
+    scaled = precision.train_in_mode("fp32", steps=20, tokens_per_batch=2**22, adam_eps=1e-8 * 512 / 2**22)
+    assert scaled.losses == plain.losses  # a power-of-two factor scales every term of Adam exactly
+    assert divided.losses != plain.losses  # eps = 1e-8 is not negligible against tiny gradients
+    with pytest.raises(ValueError, match="adam_eps must be"):
+        precision.train_in_mode("fp32", steps=1, adam_eps=0.0)

@@ -209,3 +209,11 @@ def test_wanda_calibration_names_the_limit_instead_of_an_index_error(ids, limit)
     model = tiny_gpt2(hidden=16, vocab=64)
     with pytest.raises(ValueError, match=f"calibration batch 1: .*{limit}"):
         prune.input_norms(model, [{"input_ids": ids}])
+
+
+def test_gradual_seeds_are_distinct_and_start_with_section_3s_run():
+    """Chapter 6 compares gradual and one-shot pruning on these seeds; the first is section 3's fine-tuning."""
+    assert prune.GRADUAL_SEEDS[0] == prune.RECOVERY_RECIPE.seed
+    assert len(set(prune.GRADUAL_SEEDS)) == len(prune.GRADUAL_SEEDS) >= 3
+    stage_seeds = {s + k for s in prune.GRADUAL_SEEDS for k in range(1, 5)}  # gradual_prune's 4 stages
+    assert len(stage_seeds) == 4 * len(prune.GRADUAL_SEEDS)  # no two runs share batches

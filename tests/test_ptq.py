@@ -474,7 +474,20 @@ def test_trend_sentences():
     growing = ch05.size_trend(rows_with_changes([0.02, 0.05, 0.08]))
     assert "it does not shrink across" in growing and "shrinks at every step" not in growing
     bumpy = ch05.size_trend(rows_with_changes([0.08, 0.09, 0.02]))
-    assert "does not shrink steadily" in bumpy
+    assert "does not shrink steadily" in bumpy and "shrinks overall" in bumpy
+
+
+def test_trend_sentences_compare_magnitudes_not_signed_changes():
+    # Chapter 5's INT4 rows: -0.26% ... -0.10% is a change that falls in size, though it rises as a signed number.
+    signed_noise = ch05.size_trend(rows_with_changes([-0.0026, -0.0013, 0.0003, -0.0010]))
+    assert "shrinks overall" in signed_noise and "it does not shrink across" not in signed_noise
+    assert "from 0.26% to 0.10%" in signed_noise and "(-0.26% to -0.10%)" in signed_noise
+    alternating = ch05.size_trend(rows_with_changes([-0.08, 0.05, -0.02]))
+    assert "shrinks at every step" in alternating
+    growing_down = ch05.size_trend(rows_with_changes([-0.01, -0.02, -0.05]))
+    assert "it does not shrink across" in growing_down
+    with pytest.raises(ValueError, match="at least one"):
+        ch05.size_trend([])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -585,3 +598,14 @@ def test_plot_nf4_levels(tiny):
 def test_perplexity_table():
     table = ch05.perplexity_table([("base", 10.0), ("int4", 11.5)], baseline=10.0)
     assert table.rows == [["base", "10.0000", "+0.00%"], ["int4", "11.5000", "+15.00%"]]
+
+
+def test_forward_seconds_times_each_dtype_on_its_own_copy(tiny):
+    before = {n: p.detach().clone() for n, p in tiny.named_parameters()}
+    seconds = ptq.forward_seconds(tiny, ("fp32", "bf16"), batch=2, seq_len=16, repeats=2)
+    assert list(seconds) == ["fp32", "bf16"] and all(0 < s < 60 for s in seconds.values())
+    assert all(p.dtype == torch.float32 and torch.equal(p, before[n]) for n, p in tiny.named_parameters())
+    with pytest.raises(ValueError, match="repeats"):
+        ptq.forward_seconds(tiny, repeats=0)
+    with pytest.raises(ValueError):
+        ptq.forward_seconds(tiny, ("int4",))

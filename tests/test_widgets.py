@@ -99,7 +99,7 @@ def test_dutch_calculator_for_1b_fp32_adam():
     html = _messages(calc.result.value)
     assert f"1 mld. parameters, fp32, adam, batch 1 x 2048 tokens, 1 GPU('s), ZeRO-stage 0: {total} GB per GPU" in html
     assert "<th>onderdeel</th><th>GB per GPU</th><th>bytes/parameter</th><th>aandeel</th>" in html
-    names = ["gewichten", "gradiënten", "masterkopie van de gewichten", "optimalisatie-states", "activaties",
+    names = ["gewichten", "gradiënten", "masterkopie van de gewichten", "optimizer-states", "activaties",
              "tijdelijke waarden", "totaal"]  # fmt: skip
     positions = [html.index(f"<td>{name}</td>") for name in names]
     assert positions == sorted(positions)

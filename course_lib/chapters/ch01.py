@@ -267,11 +267,12 @@ def architecture_table() -> Table:
 
 
 def plot_loss_curves(results: Sequence[TrainedModel], smooth: int = 10,
-                     baseline: float | None = None) -> Figure:
+                     baseline: float | Mapping[str, float] | None = None) -> Figure:
     """Training loss per step of each model (thin) and its running mean over ``smooth`` steps (thick).
 
-    ``baseline`` draws a horizontal line, e.g. the context-free loss of
-    :func:`course_lib.text.evaluation.unigram_baseline`.
+    ``baseline`` draws a horizontal line: one number (e.g. the context-free loss of
+    :func:`course_lib.text.evaluation.unigram_baseline`) in black, or a line per model kind in the
+    model's colour (e.g. each objective's :func:`course_lib.text.objectives.context_free_loss`).
 
     Chapter 1, *Pretraining objectives*.
     """
@@ -287,7 +288,13 @@ def plot_loss_curves(results: Sequence[TrainedModel], smooth: int = 10,
         ax.plot(range(1, len(h) + 1), h, color=c, alpha=0.25, lw=1)
         ax.plot(range(1, len(h) + 1), run, color=c, lw=2,
                 label=f"{arch.model_class}: {arch.objective.split(':')[0]}")
-    if baseline is not None:
+    if isinstance(baseline, Mapping):
+        for r in results:
+            if r.kind in baseline:
+                ax.axhline(baseline[r.kind], color=colours.get(r.kind), ls="--", lw=1,
+                           label=f"{ARCHITECTURES[r.kind].model_class}: context-free loss "
+                                 f"{baseline[r.kind]:.2f}")
+    elif baseline is not None:
         ax.axhline(baseline, color="black", ls="--", lw=1,
                    label=f"context-free (unigram) loss {baseline:.2f}")
     ax.set_xlabel("training step")

@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING
 from course_lib.base.tables import Table
 from course_lib.exercises.questions import Question
 from course_lib.numbers import memory
-from course_lib.parallel import cost_model, ddp
+from course_lib.parallel import buckets, cost_model, ddp
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["bucket_table", "checksum_table", "memory_table", "plot_overlap", "plot_scaling",
-           "shard_table", "throughput_table"]
+__all__ = ["bucket_table", "checksum_table", "link_sweep_table", "memory_table",
+           "plot_link_timeline", "plot_overlap", "plot_scaling", "scaling_table", "shard_table",
+           "throughput_table"]
 
 
 def shard_table(global_batch: int, world_size: int) -> Table:
@@ -96,6 +97,88 @@ def plot_overlap(result: ddp.DDPRank, step: int = 2) -> Figure:
     return fig
 
 
+def plot_link_timeline(ranks: Sequence[buckets.LinkRun], step: int = 2) -> Figure:
+    """One step of every rank over an emulated link: forward, backward, waiting, and each bucket.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    import matplotlib.pyplot as plt
+
+    if not ranks:
+        raise ValueError("pass the LinkRun of every rank (e.g. [run_rank0, run_rank1]).")
+    origin = min(r.steps[step].forward for r in ranks)
+    fig, ax = plt.subplots(figsize=(10, 1.2 + 1.3 * len(ranks)))
+    ms = lambda t: (t - origin) * 1e3  # noqa: E731 - milliseconds on the shared axis
+    labels, ticks = [], []
+    for i, run in enumerate(ranks):
+        marks, transfers = run.steps[step], run.step_transfers(step)
+        compute_end = transfers[-1].start if transfers else marks.backward_done
+        y_compute, y_link = 2 * i + 1, 2 * i
+        phases = [(marks.forward, marks.backward, "#4C72B0", "forward"),
+                  (marks.backward, compute_end, "#55A868", "backward (computing gradients)"),
+                  (compute_end, marks.backward_done, "#DDDDDD", "waiting for the last buckets"),
+                  (marks.backward_done, marks.end, "#8172B2", "optimizer step")]
+        for start, end, color, label in phases:
+            ax.barh(y_compute, ms(end) - ms(start), left=ms(start), color=color, height=0.6,
+                    label=label if i == 0 else None)
+        for k, t in enumerate(transfers):
+            ax.barh(y_link, ms(t.done) - ms(t.start), left=ms(t.start), height=0.6,
+                    color="#C44E52" if k % 2 == 0 else "#E17C7E", edgecolor="white",
+                    label="all-reduce of a bucket (emulated link)" if i == 0 and k == 0 else None)
+        labels += [f"rank {run.rank}: link", f"rank {run.rank}: compute"]
+        ticks += [y_link, y_compute]
+    ax.set_yticks(ticks, labels)
+    ax.set_xlabel("milliseconds since the step began")
+    run = ranks[0]
+    ax.set_title(f"Step {step} over {run.link} (x{run.scale:g}), bucket_cap_mb="
+                 f"{run.bucket_cap_mb}: buckets reduced while backward goes on")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=3, fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def link_sweep_table(runs: Sequence[Sequence[buckets.LinkRun]], gloo: cost_model.Link) -> Table:
+    """Per run (every rank's LinkRun): buckets per step, the link's time, backward measured and
+    predicted.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    rows = []
+    for ranks in runs:
+        measured, predicted = buckets.backward_medians(ranks, gloo)
+        run = ranks[0]
+        transfers = run.step_transfers(len(run.steps) - 1)
+        link_ms = sum(t.emulated for t in transfers) * 1e3
+        cap = "DDP's default" if run.bucket_cap_mb is None else f"{run.bucket_cap_mb:g}"
+        rows.append([cap, f"{run.scale:g}", len(transfers), f"{link_ms:.0f}",
+                     f"{measured * 1e3:.0f}", f"{predicted * 1e3:.0f}",
+                     f"{(measured - predicted) / predicted:+.0%}"])
+    return Table(["bucket_cap_mb", "link x", "buckets per step", "link time (ms)",
+                  "backward, measured (ms)", "backward, predicted (ms)", "difference"], rows,
+                 title=f"DDP over {runs[0][0].link}: the backward pass, median of the ranks and "
+                       "the steps after the first")
+
+
+def scaling_table(compute_seconds: float, grad_bytes: float, world_sizes: Sequence[int],
+                  cluster: cost_model.Cluster, flat: cost_model.Link | str) -> Table:
+    """Predicted DDP efficiency per GPU count: one flat ring over ``flat``, and NCCL's algorithms.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    rows = []
+    for n in world_sizes:
+        one_ring = cost_model.data_parallel_step(compute_seconds, grad_bytes, n, flat)
+        row = [n, cluster.nodes(n), f"{one_ring.efficiency:.1%}"]
+        for algorithm in (*cost_model.ALGORITHMS, "best"):
+            step = cost_model.data_parallel_step(compute_seconds, grad_bytes, n, cluster,
+                                                 algorithm=algorithm)
+            row.append(f"{step.efficiency:.1%}")
+        rows.append(row)
+    return Table(["GPUs", "nodes", f"flat ring over {cost_model.get_link(flat).name}",
+                  "NCCL ring", "tree", "hierarchical", "best (NCCL's choice)"], rows,
+                 title=f"Predicted DDP efficiency, {cluster.name}")
+
+
 def throughput_table(runs: Mapping[int, Sequence[ddp.DDPRank]]) -> Table:
     """Training tokens per second for each number of ranks, from the second step to the last.
 
@@ -131,8 +214,8 @@ def memory_table(ranks: Sequence[ddp.DDPRank], single: ddp.TrainingRun,
 
 
 def plot_scaling(compute_seconds: float, grad_bytes: float, world_sizes: Sequence[int],
-                 links: Sequence[cost_model.Link | str] = ("PCIe 4.0 x16", "NVLink 4 (H100)",
-                                                           "InfiniBand NDR")) -> Figure:
+                 links: Sequence[cost_model.Link | str | cost_model.Cluster] = (
+                     "PCIe 4.0 x16", "NVLink 4 (H100)", "InfiniBand NDR")) -> Figure:
     """Predicted DDP scaling against the number of GPUs: speedup (and the ideal line), efficiency.
 
     Chapter 8, *Data parallelism with DDP*.
@@ -148,8 +231,10 @@ def plot_scaling(compute_seconds: float, grad_bytes: float, world_sizes: Sequenc
     for link in links:
         steps = [cost_model.data_parallel_step(compute_seconds, grad_bytes, n, link)
                  for n in sizes]
-        ax.plot(sizes, [s.speedup for s in steps], marker="o", label=steps[0].link)
-        eff.plot(sizes, [100 * s.efficiency for s in steps], marker="o", label=steps[0].link)
+        label = (steps[0].link if isinstance(link, cost_model.Cluster)
+                 else f"one flat ring over {steps[0].link}")
+        ax.plot(sizes, [s.speedup for s in steps], marker="o", label=label)
+        eff.plot(sizes, [100 * s.efficiency for s in steps], marker="o", label=label)
     for a in (ax, eff):
         a.set_xscale("log", base=2)
         a.set_xticks(sizes, [str(n) for n in sizes])

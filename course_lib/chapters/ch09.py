@@ -9,6 +9,7 @@ The runs themselves are in :mod:`course_lib.parallel.fsdp`; nothing here trains.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import TYPE_CHECKING
@@ -18,14 +19,15 @@ import torch
 from course_lib.base.tables import Table
 from course_lib.exercises.questions import Question
 from course_lib.numbers import memory
-from course_lib.parallel import cost_model, ddp, fsdp
+from course_lib.parallel import cost_model, ddp, fsdp, wire, zero
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["STAGE", "ZERO_PAPER_GB", "by_run", "equality_table", "factor_table",
-           "fsdp_paper_table", "label", "memory_table", "offload_table", "plot_memory",
-           "plot_reduction", "volume_table", "zero_paper_table"]
+__all__ = ["STAGE", "ZERO_PAPER_GB", "by_hand_table", "by_run", "collective_wire_table",
+           "equality_table", "factor_table", "fsdp_paper_table", "label", "memory_table",
+           "offload_table", "plot_memory", "link_table", "plot_reduction", "prefetch_table", "reshard_table",
+           "volume_table", "wire_table", "zero_paper_table"]
 
 #: The ZeRO stage whose formula each strategy is compared with.
 STAGE = {"ddp": 0, "zero1": 1, "zero2": 2, "zero3": 3, "hsdp": 3}
@@ -44,12 +46,14 @@ def by_run(results: Sequence[Sequence[fsdp.ShardedRank]]) -> list[list[fsdp.Shar
     return [list(ranks) for ranks in zip(*results)]
 
 
-def label(run: Run) -> str:
+def label(run: Sequence) -> str:
     """A run's name on the page: strategy, ranks, and the options that change it.
 
     Chapter 9, *Sharding with ZeRO and FSDP*.
     """
     r = run[0]
+    if isinstance(r, zero.ZeroRank):
+        return f"{'DDP' if r.stage == 0 else f'ZeRO-{r.stage} by hand'}, {r.world_size} ranks"
     name = f"{r.strategy}, {r.world_size} ranks"
     if r.strategy == "hsdp":
         name += f", factor {r.shard_factor}"
@@ -57,6 +61,10 @@ def label(run: Run) -> str:
         name += ", offload"
     if r.mixed_precision:
         name += ", bf16"
+    if r.prefetch != "implicit":
+        name += f", {r.prefetch} prefetch"
+    if r.reshard_after_forward:
+        name += f", reshard to {r.reshard_after_forward}"
     return name
 
 
@@ -187,7 +195,7 @@ def factor_table(runs: Sequence[Run], step: int = 1) -> Table:
 
 def offload_table(n_params: Sequence[float] = (1.3e9, 7e9, 13e9), gpus: int = 8,
                   links: Sequence[str] = ("PCIe 4.0 x16", "PCIe 5.0 x16")) -> Table:
-    """What CPU offload saves on each GPU (ZeRO-3, BF16 mixed) and what its copies cost per step.
+    """What FSDP's CPU offload saves on each GPU (ZeRO-3, BF16 mixed) and what its copies cost.
 
     Chapter 9, *Sharding with ZeRO and FSDP*.
     """
@@ -199,8 +207,9 @@ def offload_table(n_params: Sequence[float] = (1.3e9, 7e9, 13e9), gpus: int = 8,
                      *[f"{cost_model.offload_transfer_time(n, gpus, link):.2f}" for link in links]])
     return Table(["model", "model states per GPU (GB)", "with offload: gathered layers (GB)",
                   *[f"copies per step, {link} (s)" for link in links]], rows,
-                 title=f"ZeRO-3 on {gpus} GPUs with and without CPU offload "
-                       "(chapter 2's estimator; alpha-beta model of the host link)")
+                 title=f"ZeRO-3 on {gpus} GPUs with and without FSDP's CPU offload of "
+                       "parameters, gradients and optimizer states (chapter 2's estimator; "
+                       "alpha-beta model of the host link)")
 
 
 def zero_paper_table() -> Table:
@@ -304,3 +313,137 @@ quiz = SimpleNamespace(
              "the 8 groups, which saves nothing per GPU.",
     ),
 )
+
+
+def by_hand_table(runs: Sequence[Sequence[zero.ZeroRank]]) -> Table:
+    """ZeRO-1 and -2 by hand against DDP in float64: bytes held per rank, and bit-for-bit equality.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    reference = runs[0][0].parameters
+    rows = []
+    for run in runs:
+        r = run[0]
+        rows.append([label(run), *[_span([x.state_bytes[k] for x in run]) for k in _STATES],
+                     f"{r.history[-1]:.4f}",
+                     "yes" if all(torch.equal(x.parameters, reference) for x in run) else "NO"])
+    return Table(["run", *[f"{k} (MB)" for k in _STATES], "last loss",
+                  "parameters bit for bit DDP's"], rows,
+                 title=f"Float64, {len(runs[0][0].history)} steps, clipping off: MB per rank "
+                       "after the first step")
+
+
+def _psi_bytes(r: object) -> int:
+    """Bytes of the run's parameters in its own dtype (float64 by hand, float32 with FSDP)."""
+    return (8 if isinstance(r, zero.ZeroRank) else 4) * r.n_params
+
+
+def wire_table(runs: Sequence[Sequence], step: int = 1) -> Table:
+    """Per rank and step: the collectives, the paper's count, the ring formula, the bytes sent.
+
+    The ring formula is gloo's (its reduce-scatter sends what an all-reduce does); "measured" is
+    what rank 0's TCP sockets sent in that step.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    rows = []
+    for run in runs:
+        r = run[0]
+        psi = _psi_bytes(r)
+        formula = wire.step_ring_sent(r.volume[step], r.world_size, "gloo")
+        sent = r.wire[step].sent
+        kinds = ", ".join(f"{k} {v / (2 if k == 'all-reduce' else 1) / 1e6:.2f}"
+                          for k, v in sorted(r.volume[step].items()))
+        rows.append([label(run), kinds, f"{sum(r.volume[step].values()) / psi:.2f}",
+                     f"{formula / 1e6:.3f}", f"{sent / 1e6:.3f}", f"{sent - formula:,.0f}",
+                     f"{sent / psi:.2f}"])
+    return Table(["run", "collectives: tensor MB", "paper (Psi)", "ring formula sent (MB)",
+                  "measured sent (MB)", "excess (bytes)", "measured (Psi)"], rows,
+                 title=f"Bytes on the wire of rank 0 in step {step}, against the ZeRO paper's "
+                       "count and the ring formula (Psi: the parameters' bytes)")
+
+
+def collective_wire_table(run: Sequence[zero.ZeroRank], step: int = 1) -> Table:
+    """Every collective of one by-hand ZeRO step: tensor, ring formula (NCCL, gloo), bytes sent.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    r = run[0]
+    per_step = len(r.collectives) // len(r.history)
+    rows = []
+    for c in r.collectives[step * per_step:(step + 1) * per_step]:
+        gloo = wire.ring_sent(c.kind, c.n_bytes, c.group_size, "gloo")
+        rows.append([c.kind, f"{c.n_bytes:,}",
+                     f"{wire.ring_sent(c.kind, c.n_bytes, c.group_size):,.0f}",
+                     f"{gloo:,.0f}", f"{c.wire.sent:,}", f"{(c.wire.sent - gloo) / 48:.0f}"])
+    return Table(["collective", "tensor (bytes)", "ring, NCCL (bytes)", "ring, gloo (bytes)",
+                  "measured sent (bytes)", "gloo headers (48 bytes)"], rows,
+                 title=f"{label(run)}: each collective of step {step}, rank 0")
+
+
+def prefetch_table(runs: Sequence[Run]) -> Table:
+    """FSDP's all-gathers in forward: how many started ahead, and the time the thread waited.
+
+    Medians over the steps after the first (which also initialises FSDP).
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    rows = []
+    for run in runs:
+        r = run[0]
+        later = r.exposed[1:]
+        rows.append([r.prefetch, f"{later[0]['gathers']:.0f}", f"{later[0]['ahead']:.0f}",
+                     f"{statistics.median(e['forward'] for e in later) * 1e3:.1f}",
+                     f"{statistics.median(e['backward'] for e in later) * 1e3:.1f}",
+                     f"{ddp.median_step(r.step_times) * 1e3:.0f}"])
+    return Table(["prefetch", "all-gathers in forward", "started ahead",
+                  "waited in forward (ms)", "waited in backward (ms)", "median step (ms)"], rows,
+                 title="FSDP2 on 2 ranks: the time the training thread spends issuing, waiting "
+                       "for and copying out all-gathers (rank 0)")
+
+
+def reshard_table(runs: Sequence[Run], step: int = 1) -> Table:
+    """``reshard_after_forward`` as True or a whole number: bytes kept after forward, gathers.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    rows = []
+    for run in runs:
+        r = run[0]
+        gathers = r.group_volume[step]
+        rows.append([str(r.reshard_after_forward or True),
+                     f"{r.after_forward_bytes / 1e6:.2f}",
+                     *[f"{gathers.get(f'all-gather over {n}', 0) / 1e6:.2f}"
+                       for n in (r.world_size, 2)]])
+    n = runs[0][0].world_size
+    return Table(["reshard_after_forward", "parameters held after forward (MB)",
+                  f"all-gathered over {n} ranks (MB)", "all-gathered over 2 ranks (MB)"], rows,
+                 title=f"{n} ranks: what each rank keeps between forward and backward, and "
+                       "where backward gathers")
+
+
+def link_table(emulated: Sequence[Run], plain: Sequence[Run]) -> Table:
+    """Runs on emulated links: the link time predicted, the collectives' time measured, the steps.
+
+    The predicted time is what the emulator added to a step's collectives (the alpha-beta model
+    times its scale); the measured one is how long those collectives took from call to
+    completion (gloo's own work included). Medians over the steps after the first (rank 0),
+    next to the median steps of the same runs without emulation.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    rows = []
+    for run, base in zip(emulated, plain):
+        r = run[0]
+        crossing = {k: v for k, v in r.group_volume[1].items()
+                    if int(k.rsplit(" ", 1)[1]) > 2 or k.startswith("all-reduce")}
+        rows.append([label(run), f"{sum(crossing.values()) / 1e6:.2f}",
+                     f"{statistics.median(r.link_delays[1:]) * 1e3:.0f}",
+                     f"{statistics.median(r.link_seconds[1:]) * 1e3:.0f}",
+                     f"{ddp.median_step(base[0].step_times) * 1e3:.0f}",
+                     f"{ddp.median_step(r.step_times) * 1e3:.0f}"])
+    return Table(["run", "crosses the network per step (MB, paper's count)",
+                  "link time predicted (ms)", "collectives measured (ms)",
+                  "median step, no emulation (ms)", "median step, emulated (ms)"], rows,
+                 title="Two nodes of two ranks: NVLink inside a node, 100G Ethernet between "
+                       "nodes (both slowed by the same factor)")

@@ -29,7 +29,8 @@ from course_lib.parallel import cost_model
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["allreduce_table", "checkpoint_table", "gpu_table", "offload_ram_table", "operations_table",
+__all__ = ["allreduce_table", "checkpoint_table", "gpu_table", "offload_ram_table",
+           "operations_table",
            "platform_table", "plot_bandwidth", "plot_roofline", "read_table", "throughput_table",
            "time_to_train_table"]
 
@@ -102,7 +103,13 @@ def plot_bandwidth(results: Sequence[BandwidthResult], caches: Mapping[str, int]
 # --- 3 · the roofline ---------------------------------------------------------------------------
 
 def gpu_table(dtype: str = "bf16", this_machine: roofline.Roof | None = None) -> Table:
-    """The published GPUs' dense and sparse peaks, memory, bandwidth, ridge point and links.
+    """The published GPUs' peaks (dense, sparse, TF32, FP32), memory, bandwidth, ridge point, links.
+
+    NVIDIA lists three FP32-like figures: TF32 on the tensor cores (FP32 numbers, products rounded
+    to a 10-bit mantissa), dense and with 2:4 sparsity, and plain FP32 on the ordinary cores
+    (no tensor cores, no sparsity). The roofline uses the dense figure of ``dtype``; the column
+    "roofline uses" says so on every row. ``this_machine`` (a CPU's measured FP32 roof) is set
+    under FP32.
 
     Chapter 10, *Hardware for LLM training*.
     """
@@ -111,17 +118,20 @@ def gpu_table(dtype: str = "bf16", this_machine: roofline.Roof | None = None) ->
         roof = gpu.roof(dtype)
         rows.append([gpu.name, f"{gpu.dense[dtype] / 1e12:,.1f}",
                      f"{gpu.sparse[dtype] / 1e12:,.0f}" if dtype in gpu.sparse else "-",
+                     f"{gpu.dense['tf32'] / 1e12:,.1f}", f"{gpu.sparse['tf32'] / 1e12:,.0f}",
                      f"{gpu.dense['fp32'] / 1e12:,.1f}", f"{gpu.memory / 1e9:.0f}",
-                     f"{gpu.bandwidth / 1e12:.2f}", f"{roof.ridge:,.0f}", gpu.gpu_link or "none (PCIe)",
-                     gpu.source])  # fmt: skip
+                     f"{gpu.bandwidth / 1e12:.2f}", f"{dtype} dense", f"{roof.ridge:,.0f}",
+                     gpu.gpu_link or "none (PCIe)", gpu.source])  # fmt: skip
     if this_machine is not None:
-        rows.append([this_machine.name, f"{this_machine.peak / 1e12:,.3f}", "-", "-", "-",
-                     f"{this_machine.bandwidth / 1e12:.3f}", f"{this_machine.ridge:,.0f}", "-",
-                     "measured here"])  # fmt: skip
-    return Table(["GPU", f"{dtype} dense TFLOP/s", f"{dtype} with 2:4 sparsity", "fp32 TFLOP/s",
-                  "memory (GB)", "bandwidth (TB/s)", "ridge (FLOP/byte)", "GPU-to-GPU link",
-                  "source"], rows,
-                 title="published figures (dense unless marked) and this machine's measured roof")
+        rows.append([this_machine.name, "-", "-", "-", "-", f"{this_machine.peak / 1e12:,.3f}", "-",
+                     f"{this_machine.bandwidth / 1e12:.3f}", "fp32 measured",
+                     f"{this_machine.ridge:,.0f}", "-", "measured here"])  # fmt: skip
+    return Table(["GPU", f"{dtype} dense TFLOP/s", f"{dtype} with 2:4 sparsity",
+                  "tf32 tensor cores, dense", "tf32 with 2:4 sparsity", "fp32 (no tensor cores)",
+                  "memory (GB)", "bandwidth (TB/s)", "roofline uses", "ridge (FLOP/byte)",
+                  "GPU-to-GPU link", "source"], rows,
+                 title="published figures in TFLOP/s (dense unless marked) and this machine's "
+                       "measured roof; the ridge point is the roofline's figure over the bandwidth")
 
 
 def operations_table(operations: Sequence[roofline.Operation], roofs: Sequence[roofline.Roof]) -> Table:
@@ -312,9 +322,19 @@ def throughput_table(results: Sequence[ThroughputResult],
 
 # --- 6 · network --------------------------------------------------------------------------------
 
+def _latency_source(link: cost_model.Link) -> str:
+    """Where a link's latency comes from: its bibliography key, "measured here", or "assumption"."""
+    if not link.source and not link.latency_source:
+        return "measured here"
+    return link.latency_source or "assumption"
+
+
 def allreduce_table(n_bytes: float, world_size: int,
                     links: Sequence[cost_model.Link | str]) -> Table:
     """Seconds for one ring all-reduce of ``n_bytes`` over ``world_size`` ranks on each link.
+
+    Each link's bandwidth and latency have their own source column: a bibliography key,
+    "measured here" (a fitted link), or "assumption" for a latency that no source gives.
 
     Chapter 10, *Hardware for LLM training*.
     """
@@ -322,30 +342,63 @@ def allreduce_table(n_bytes: float, world_size: int,
     for link in links:
         link = cost_model.LINKS[link] if isinstance(link, str) else link
         seconds = cost_model.ring_allreduce_time(n_bytes, world_size, link)
-        rows.append([link.name, f"{link.bandwidth / 1e9:,.2f}", f"{link.latency * 1e6:,.1f}",
-                     f"{seconds:,.3f}", link.source or "measured here"])
-    return Table(["link", "GB/s per direction", "latency (us)", "seconds per all-reduce",
-                  "source"], rows,
+        rows.append([link.name, f"{link.bandwidth / 1e9:,.2f}", link.source or "measured here",
+                     f"{link.latency * 1e6:,.1f}", _latency_source(link), f"{seconds:,.3f}"])
+    return Table(["link", "GB/s per direction", "bandwidth source", "latency (us)",
+                  "latency source", "seconds per all-reduce"], rows,
                  title=f"one ring all-reduce of {n_bytes / 1e9:,.1f} GB over {world_size} ranks "
                        "(alpha-beta model)")
 
 
 # --- 7 · putting it together --------------------------------------------------------------------
 
-def time_to_train_table(n_params: float, tokens: float, machines: Mapping[str, tuple[float, int]],
-                        utilisation: float = 0.4) -> Table:
-    """Time to train with C = 6 N D on each machine: ``{name: (FLOP/s per device, devices)}``.
+def time_to_train_table(n_params: float, tokens: float,
+                        machines: Mapping[str, tuple[float, int] | tuple[float, int, float]],
+                        utilisation: float = 0.4, shape: memory.ModelShape | None = None,
+                        seq_len: int = 2048) -> Table:
+    """Time to train with C = 6 N D on each machine, and whether training fits in its memory.
+
+    ``machines`` maps a name to ``(FLOP/s per device, devices)`` or ``(FLOP/s per device,
+    devices, bytes of memory per device)``. With the memory, the table adds what each device must
+    hold by chapter 2's estimator (BF16 mixed precision with Adam: 16 bytes of model states per
+    parameter, sharded over the devices with ZeRO-3 / FSDP when there are several, plus the
+    activations of one sequence of ``seq_len`` tokens with activation checkpointing, the margin
+    the title states) and whether it fits; where it does not, the fewest devices of that kind
+    over which ZeRO-3 makes it fit.
 
     Chapter 10, *Hardware for LLM training*.
     """
     flops = roofline.training_flops(n_params, tokens)
     rows = []
-    for name, (peak, devices) in machines.items():
+    for name, spec in machines.items():
+        if not isinstance(spec, tuple) or len(spec) not in (2, 3):
+            raise ValueError(f"machines[{name!r}] must be (FLOP/s per device, devices) or (FLOP/s "
+                             f"per device, devices, bytes of memory per device), got {spec!r}")
+        peak, devices = spec[0], spec[1]
         seconds = roofline.time_to_train(n_params, tokens, peak, utilisation, devices)
-        rows.append([name, devices, f"{peak / 1e12:,.3g}", _duration(seconds)])
-    return Table(["machine", "devices", "peak TFLOP/s per device", "time to train"], rows,
+        row = [name, devices, f"{peak / 1e12:,.3g}", _duration(seconds)]
+        if len(spec) == 3:
+            capacity = positive(spec[2], f"memory per device of {name!r} (bytes)")
+            need = roofline.training_memory_per_device(n_params, devices, shape, seq_len).total
+            fits = need <= capacity
+            verdict = "yes"
+            if not fits:
+                fewest = roofline.devices_to_fit(n_params, capacity, shape, seq_len)
+                verdict = (f"no: ZeRO-3 over {fewest} fits" if fewest
+                           else "no: not even with ZeRO-3")
+            row += [f"{capacity / 1e9:,.0f}", f"{need / 1e9:,.1f}", verdict]
+        else:
+            row += ["-", "-", "-"]
+        rows.append(row)
+    states = roofline.training_memory_per_device(n_params, 1, shape, seq_len)
+    return Table(["machine", "devices", "peak TFLOP/s per device", "time to train",
+                  "memory per device (GB)", "needed per device (GB)", "fits?"], rows,
                  title=f"N = {n_params:.3g} parameters, D = {tokens:.3g} tokens: C = 6 N D = "
-                       f"{flops:.2e} FLOPs at {utilisation:.0%} of peak")
+                       f"{flops:.2e} FLOPs at {utilisation:.0%} of peak; needed = "
+                       f"{states.model_states / 1e9:,.0f} GB of model states (BF16 mixed "
+                       "precision, Adam), sharded over the devices (ZeRO-3) when there are "
+                       f"several, + activations of 1 sequence of {seq_len} tokens with "
+                       "checkpointing (chapter 2's estimator)")
 
 
 def _duration(seconds: float) -> str:
@@ -373,10 +426,14 @@ def platform_table() -> Table:
 
 
 def offload_ram_table(n_params: Sequence[float] = (1.3e9, 7e9, 13e9, 70e9)) -> Table:
-    """Host RAM that CPU offload needs: master weights, Adam states and gradients in host memory.
+    """Host RAM that CPU offload of Adam training in BF16 mixed precision needs, in two schemes.
 
-    With ZeRO-Offload (Ren et al., 2021) the GPU keeps the BF16 weights and the host the FP32
-    master weights, Adam's two moments and the BF16 gradients: chapter 2's estimator gives them.
+    ZeRO-Offload (Ren et al., 2021) keeps the BF16 parameters on the GPU and moves the gradients
+    (BF16, 2 bytes), the FP32 master weights (4) and Adam's two moments (8) to the host, where the
+    optimizer step runs: 14 bytes per parameter in host RAM. ZeRO-Infinity (Rajbhandari et al.,
+    2021) and FSDP's ``CPUOffloadPolicy`` offload the parameters too: all 16 bytes of model states
+    live in host RAM (FSDP keeps FP32 parameters and gradients there, 4 + 4, with Adam's 8).
+    Chapter 2's estimator gives the components.
 
     Chapter 10, *Hardware for LLM training*.
     """
@@ -385,10 +442,14 @@ def offload_ram_table(n_params: Sequence[float] = (1.3e9, 7e9, 13e9, 70e9)) -> T
         b = memory.training_memory(n, "bf16-mixed")
         host = b.master_weights + b.optimizer_states + b.gradients
         rows.append([f"{n / 1e9:g}B", f"{b.weights / 1e9:,.1f}", f"{host / 1e9:,.0f}",
-                     f"{host / n:.0f}"])
-    return Table(["model", "on the GPU: BF16 weights (GB)", "in host RAM (GB)",
-                  "host bytes per parameter"], rows,
-                 title="CPU offload of Adam training in BF16 mixed precision (chapter 2's estimator)")
+                     f"{host / n:.0f}", f"{b.model_states / 1e9:,.0f}",
+                     f"{b.model_states / n:.0f}"])
+    return Table(["model", "ZeRO-Offload: GPU keeps BF16 parameters (GB)",
+                  "ZeRO-Offload: host RAM (GB)", "ZeRO-Offload: host bytes per parameter",
+                  "parameters offloaded too: host RAM (GB)", "all offloaded: host bytes per parameter"],
+                 rows, title="CPU offload of Adam training in BF16 mixed precision (chapter 2's "
+                             "estimator): ZeRO-Offload moves gradients and optimizer states; "
+                             "ZeRO-Infinity and FSDP's CPUOffloadPolicy move the parameters too")
 
 
 #: The chapter's numeric questions, each checked against the library.

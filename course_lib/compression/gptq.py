@@ -2,7 +2,11 @@
 
 Chapter 7 ("GPTQ lab") teaches it. The method is Frantar, Ashkboos, Hoefler and Alistarh, "GPTQ:
 Accurate Post-Training Quantization for Generative Pre-trained Transformers" (ICLR 2023, arXiv
-2210.17323); this module follows the paper, and its grid is chapter 5's (:mod:`course_lib.compression.quant`).
+2210.17323); this module follows the paper, and rounds and stores as chapter 5 does
+(:mod:`course_lib.compression.quant`). Its symmetric grid is the reference implementation's
+(IST-DASLab/gptq ``quant.py``, and the GPTQ checkpoints of the ecosystem): 2^b levels, scale
+2·max|w| / (2^b − 1), zero point fixed at 2^(b−1) (:func:`gptq_grid`), one level more than
+chapter 5's absmax grid ±(2^(b−1) − 1).
 
 For one linear layer with weight ``W`` [out, in] and calibration inputs ``X`` [in, n], GPTQ looks
 for a quantized ``Q`` that keeps ``||W X - Q X||²`` small. Every row of ``W`` shares the Hessian
@@ -13,25 +17,21 @@ it. The paper's Algorithm 1, line by line, is :func:`gptq_quantize_layer` (its f
 column loop it calls, :func:`gptq_quantize_columns` (the rest; ``U`` below is what the paper keeps
 in ``H⁻¹`` after its first line):
 
-* ``H⁻¹ ← Cholesky(H⁻¹)ᵀ``: dampen ``H`` (add ``percdamp`` × mean diag H), invert it through its
-  Cholesky factor, and keep the upper Cholesky factor ``U`` of the inverse. Row ``j`` of ``U``,
-  from the diagonal on, is row ``j`` of the inverse Hessian that OBQ's update needs once columns
-  ``0..j-1`` are fixed, divided by the square root of its diagonal entry (a factor that cancels in
-  the update): one factorization replaces ``in`` rank-one downdates of the inverse.
+* ``H⁻¹ ← Cholesky(H⁻¹)ᵀ``: dampen ``H`` (add ``percdamp`` × mean diag H) and keep the upper
+  Cholesky factor ``U`` of its inverse. Row ``j`` of ``U``, from the diagonal on, is the row of the
+  inverse Hessian that OBQ's update needs once columns ``0..j-1`` are fixed, divided by the square
+  root of its diagonal entry (which cancels): one factorization replaces ``in`` downdates.
 * ``Q[:, j] ← quant(W[:, j])``: round a column to the grid.
 * ``E[:, j-i] ← (W[:, j] - Q[:, j]) / U[j, j]``: its scaled error.
 * ``W[:, j:i+B] ← W[:, j:i+B] - E[:, j-i] · U[j, j:i+B]``: the rest of the block absorbs it.
 * ``W[:, i+B:] ← W[:, i+B:] - E · U[i:i+B, i+B:]``: the *lazy batch* update, once per block of
-  ``B`` columns (a matrix product instead of ``B`` memory-bound rank-one updates); the result is
-  the same as updating every column at every step.
+  ``B`` columns (one matrix product instead of ``B`` memory-bound rank-one updates; same result).
 
-Beyond Algorithm 1: *groups*, which the paper evaluates next to per-channel grids: every ``g``
-consecutive columns of a row get their own scale and zero point, computed from the current
-(already corrected) weights when the group's first column is reached (exactly those weights, also
-when the group starts inside a block whose lazy update is pending), or up front from the original
-weights with ``static_groups``; *act-order*, the reference implementation's option of quantizing
-columns by decreasing ``diag(H)``; and the reference implementation's handling of dead inputs (an
-input that is always zero: ``H[i, i] = 1``, ``W[:, i] = 0``).
+Beyond Algorithm 1: *groups* (evaluated in the paper): every ``g`` consecutive columns of a row get
+their own scale and zero point, from the current (corrected) weights when the group's first column
+is reached (also inside a block whose lazy update is pending), or up front with ``static_groups``;
+the reference implementation's *act-order* (columns by decreasing ``diag(H)``) and handling of
+dead inputs (an input that is always zero: ``H[i, i] = 1``, ``W[:, i] = 0``).
 
 :func:`gptq_quantize_model` runs the paper's sequential scheme over a GPT-2's blocks and returns
 chapter 5's :class:`~course_lib.compression.quant_layers.QuantLinear` layers, so ``save_quantized``,
@@ -61,6 +61,7 @@ __all__ = [
     "GPTQConfig",
     "GPTQResult",
     "HessianAccumulator",
+    "gptq_grid",
     "gptq_quantize_columns",
     "gptq_quantize_layer",
     "gptq_quantize_model",
@@ -69,15 +70,14 @@ __all__ = [
 ]
 
 
-# ---------------------------------------------------------------------------------------------
-# Configuration
-# ---------------------------------------------------------------------------------------------
+# --- Configuration --------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class GPTQConfig:
     """GPTQ's settings: chapter 5's grid (bits, groups, symmetric or not) plus block size, dampening, order.
 
-    ``sym=True`` is chapter 5's *absmax* grid, ``sym=False`` its *zero-point* grid;
+    ``sym=False`` is chapter 5's *zero-point* grid; ``sym=True`` the reference implementation's
+    symmetric grid (:func:`gptq_grid`: 2^b levels, zero point 2^(b−1)), stored as chapter 5's absmax;
     ``group_size=None`` (or -1) means one scale per output channel. The defaults give chapter 5's
     ``"int4-g128"`` grid. ``block_size`` is the lazy-batch width B, ``percdamp`` the dampening
     as a fraction of the mean diagonal of H, ``act_order`` quantizes columns by decreasing
@@ -116,7 +116,7 @@ class GPTQConfig:
 
     @property
     def quant_config(self) -> QuantConfig:
-        """Chapter 5's grid that GPTQ rounds to (and round-to-nearest uses as the baseline)."""
+        """Chapter 5's storage format of the result (absmax when ``sym``: the same decoding, code - 2^(b-1))."""
         return QuantConfig(self.bits, "absmax" if self.sym else "zeropoint",
                            "channel" if self.group_size is None else "group", self.group_size,
                            scale_dtype=self.scale_dtype)
@@ -126,7 +126,8 @@ class GPTQConfig:
         """A short name for tables: 'GPTQ INT4 zero-point g128 act-order'."""
         order = " act-order" if self.act_order else ""
         static = " static" if self.static_groups and self.group_size else ""
-        return f"GPTQ {self.quant_config.label}{static}{order}"
+        grid = self.quant_config.label.replace("absmax", "symmetric")
+        return f"GPTQ {grid}{static}{order}"
 
     def _check_width(self, columns: int) -> None:
         """A ValueError naming a fix if the groups do not tile a row of ``columns`` inputs."""
@@ -137,9 +138,7 @@ class GPTQConfig:
                              "or group_size=None (per channel)")
 
 
-# ---------------------------------------------------------------------------------------------
-# The Hessian of the layer-wise objective
-# ---------------------------------------------------------------------------------------------
+# --- The Hessian of the layer-wise objective ------------------------------------------
 
 class HessianAccumulator:
     """Running ``H = 2 X Xᵀ / n`` over a layer's calibration inputs, fed in batches of shape [..., in].
@@ -188,9 +187,7 @@ class HessianAccumulator:
         return self.sum.clone()
 
 
-# ---------------------------------------------------------------------------------------------
-# One layer
-# ---------------------------------------------------------------------------------------------
+# --- One layer ------------------------------------------------------------------------
 
 @dataclass
 class GPTQResult:
@@ -234,6 +231,13 @@ class GPTQResult:
                        tuple(self.codes.shape), grid)
 
 
+def _check_config(config: Any) -> None:
+    if not isinstance(config, GPTQConfig):
+        raise ValueError(f"config must be a GPTQConfig, got {type(config).__name__}; chapter 5's grid "
+                         "QuantConfig(bits, scheme, granularity, group_size) is GPTQConfig(bits, "
+                         "group_size, sym=...) (sym=True: GPTQ's symmetric grid, see gptq_grid)")
+
+
 def _check_weight(weight: Any) -> torch.Tensor:
     weight = quant.check_tensor(weight, "weight")
     if weight.dim() != 2:
@@ -271,10 +275,25 @@ def _round_column(w: torch.Tensor, scale: torch.Tensor, zero: torch.Tensor | Non
     return code, quant.decode_codes(code, scale, zero, bits)
 
 
-def _grid(weights: torch.Tensor, config: QuantConfig) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Chapter 5's scales and zero points of ``weights`` [out, cols] under ``config``, each [out, groups]."""
-    c = quant.quantize_codes(weights.float().contiguous(), config)
-    return c.scale, c.zero
+def gptq_grid(weights: torch.Tensor, config: GPTQConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scales (float32) and zero points (uint8) of ``weights`` [out, cols], each [out, groups], on GPTQ's grid.
+
+    ``sym=False``: chapter 5's zero-point grid. ``sym=True``: the reference implementation's
+    symmetric grid, 2^b levels with scale 2·max|w| / (2^b − 1) (stored in ``scale_dtype``,
+    rounded up as chapter 5 rounds) and the zero point fixed at 2^(b−1).
+
+    Chapter 7, *GPTQ lab*.
+    """
+    grid = config.quant_config
+    if not config.sym:
+        c = quant.quantize_codes(weights.float().contiguous(), grid)
+        return c.scale, c.zero
+    rows, groups, size = quant.geometry(tuple(weights.shape), grid)
+    m = weights.float().reshape(rows, groups, size).abs().amax(-1)  # [out, groups]
+    # chapter 5's zero-point scale of the range [-max|w|, max|w|]: 2 max|w| / (2^b - 1)
+    span = QuantConfig(config.bits, "zeropoint", "channel", scale_dtype=grid.scale_dtype)
+    scale = quant.quantize_codes(torch.stack([-m, m], -1).reshape(-1, 2), span).scale.reshape(rows, groups)
+    return scale, torch.full_like(scale, 1 << (config.bits - 1), dtype=torch.uint8)
 
 
 def _current(W: torch.Tensor, W1: torch.Tensor, E: torch.Tensor, U: torch.Tensor,
@@ -292,13 +311,18 @@ def _current(W: torch.Tensor, W1: torch.Tensor, E: torch.Tensor, U: torch.Tensor
 
 
 def _set_group_grid(scale: torch.Tensor, zero: torch.Tensor | None, g: int, weights: torch.Tensor,
-                    grid: QuantConfig) -> None:
-    """Group ``g``'s scale and zero point, from its ``weights`` [out, size] as they stand now."""
-    channel = QuantConfig(grid.bits, grid.scheme, "channel", scale_dtype=grid.scale_dtype)
-    s, z = _grid(weights, channel)
-    scale[:, g] = s[:, 0]
-    if zero is not None:
+                    config: GPTQConfig) -> None:
+    """Group ``g``'s scale and zero point, from its ``weights`` [out, size] as they stand now.
+
+    ``zero`` None: chapter 5's absmax grid (2^b − 1 levels); otherwise :func:`gptq_grid`'s.
+    """
+    channel = GPTQConfig(config.bits, None, config.sym, scale_dtype=config.scale_dtype)
+    if zero is None:
+        s = quant.quantize_codes(weights.float().contiguous(), channel.quant_config).scale
+    else:
+        s, z = gptq_grid(weights, channel)
         zero[:, g] = z[:, 0]
+    scale[:, g] = s[:, 0]
 
 
 @torch.no_grad()
@@ -309,7 +333,8 @@ def gptq_quantize_columns(W: torch.Tensor, U: torch.Tensor, scale: torch.Tensor,
 
     ``W`` [out, in] holds the weights in quantization order (updated in place); ``U`` is
     the upper Cholesky factor of the dampened H⁻¹; ``scale`` and ``zero`` [out, groups]
-    hold each group's grid, ``groups[j]`` the group of column ``j``. Without static
+    hold each group's grid (``zero`` None: chapter 5's absmax codes, 2^b − 1 levels),
+    ``groups[j]`` the group of column ``j``. Without static
     groups, a group's grid is set when its first column is reached, from the weights as
     the columns before it have left them. Returns the codes (uint8) and the decoded
     weights (float32), both [out, in].
@@ -329,7 +354,7 @@ def gptq_quantize_columns(W: torch.Tensor, U: torch.Tensor, scale: torch.Tensor,
             k, g = j - i1, groups[j]
             if not static and j % size == 0:  # a new group: its grid from W as it is
                 current = _current(W, W1, E, U, i1, i2, j, j + size)
-                _set_group_grid(scale, zero, g, current, config.quant_config)
+                _set_group_grid(scale, zero, g, current, config)
             z = None if zero is None else zero[:, g]
             # "Q[:, j] ← quant(W[:, j])"
             codes[:, j], Q[:, j] = _round_column(W1[:, k], scale[:, g], z, config.bits)
@@ -354,14 +379,10 @@ def gptq_quantize_layer(weight: torch.Tensor, inputs: torch.Tensor | None = None
     Chapter 7, *GPTQ lab*.
     """
     config = config or GPTQConfig()
-    if not isinstance(config, GPTQConfig):
-        raise ValueError(f"config must be a GPTQConfig, got {type(config).__name__}; chapter 5's "
-                         "grid QuantConfig(bits, scheme, granularity, group_size) is "
-                         "GPTQConfig(bits, group_size, sym=scheme == 'absmax')")
+    _check_config(config)
     weight = _check_weight(weight)
     rows, cols = weight.shape
     config._check_width(cols)
-    grid = config.quant_config
     work = torch.float64 if weight.dtype == torch.float64 else torch.float32
     W = weight.to(work).clone()
     H = _hessian_of(cols, inputs, hessian, work).to(device=W.device, dtype=work).clone()
@@ -377,10 +398,11 @@ def gptq_quantize_layer(weight: torch.Tensor, inputs: torch.Tensor | None = None
     n_groups = cols // size
     static = config.group_size is None or config.static_groups
     if static:  # per channel, or static groups: the grid comes from the original weights, up front
-        scale, zero = _grid(W, grid)
+        scale, zero = gptq_grid(W, config)
     else:  # filled in when each group's first column is reached
         scale = torch.ones(rows, n_groups, device=device)
-        zero = None if config.sym else torch.zeros(rows, n_groups, dtype=torch.uint8, device=device)
+        zero = torch.full((rows, n_groups), (1 << (config.bits - 1)) if config.sym else 0,
+                          dtype=torch.uint8, device=device)
 
     # Act-order: columns with the largest diag(H) (the most input energy) first.
     perm = None
@@ -406,18 +428,25 @@ def gptq_quantize_layer(weight: torch.Tensor, inputs: torch.Tensor | None = None
     if perm is not None:  # back to the original column order
         inverse = torch.argsort(perm)
         codes, Q, g_idx = codes[:, inverse], Q[:, inverse], g_of[inverse]
+    zero = None if config.sym else zero  # stored as chapter 5's absmax: the zero point is implied
     return GPTQResult(Q, codes, scale, zero, g_idx, perm, config)
 
 
 def rtn_quantize_layer(weight: torch.Tensor, config: GPTQConfig | None = None) -> torch.Tensor:
-    """The round-to-nearest baseline: chapter 5's ``quantize_dequantize`` on the same grid as ``config``.
+    """The round-to-nearest baseline: every weight rounded to its nearest level of GPTQ's grid (:func:`gptq_grid`).
 
     Chapter 7, *GPTQ lab*.
     """
     config = config or GPTQConfig()
     weight = _check_weight(weight)
     config._check_width(weight.shape[1])
-    return quant.quantize_dequantize(weight, config.quant_config)
+    if not config.sym:  # chapter 5's zero-point grid
+        return quant.quantize_dequantize(weight, config.quant_config)
+    scale, zero = gptq_grid(weight, config)
+    size = config.group_size or weight.shape[1]
+    scale, zero = scale.repeat_interleave(size, 1), zero.repeat_interleave(size, 1)
+    codes = quant.encode_codes(weight.float(), scale, zero, config.bits)
+    return quant.decode_codes(codes, scale, zero, config.bits)
 
 
 def layer_error(weight: torch.Tensor, q_weight: torch.Tensor, inputs: torch.Tensor) -> float:
@@ -440,9 +469,7 @@ def layer_error(weight: torch.Tensor, q_weight: torch.Tensor, inputs: torch.Tens
     return float((x @ (w - q_weight.detach().to(w)).t()).pow(2).sum() / reference)
 
 
-# ---------------------------------------------------------------------------------------------
-# A whole model, block by block
-# ---------------------------------------------------------------------------------------------
+# --- A whole model, block by block ----------------------------------------------------
 
 class _Caught(Exception):
     """Raised by the hook that records the first block's inputs, to stop the forward pass there."""
@@ -497,10 +524,7 @@ def gptq_quantize_model(model: nn.Module, calibration_batches: Iterable[Any], co
     Chapter 7, *GPTQ lab*.
     """
     config = config or GPTQConfig()
-    if not isinstance(config, GPTQConfig):
-        raise ValueError(f"config must be a GPTQConfig, got {type(config).__name__}; chapter 5's "
-                         "grid QuantConfig(bits, scheme, granularity, group_size) is "
-                         "GPTQConfig(bits, group_size, sym=scheme == 'absmax')")
+    _check_config(config)
     if not isinstance(model, nn.Module):
         raise ValueError(f"expected a torch model (nn.Module), got {type(model).__name__}")
     if config.act_order and config.group_size is not None and not config.static_groups:

@@ -13,11 +13,15 @@ with fake quantization so the errors can be measured exactly:
   ``|x| >= threshold`` (6.0 in the paper) are multiplied in 16 bits, the rest in INT8 vector-wise;
 * :func:`smooth`: SmoothQuant (Xiao et al. 2022, arXiv 2211.10438): divide feature ``j`` of X by
   ``s_j = max|X_j|^alpha / max|W_j|^(1 - alpha)`` and multiply column ``j`` of W by it; the product
-  is unchanged and the difficulty moves from activations to weights.
+  is unchanged and the difficulty moves from activations to weights;
+* :func:`with_outlier_feature` and :func:`with_token_outliers` give a tame layer an outlier feature:
+  the same factor on every token (which SmoothQuant's per-feature scale undoes exactly), or a
+  factor that differs per token, as in real LLMs.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -177,3 +181,29 @@ def compare_methods(x: torch.Tensor, w: torch.Tensor, threshold: float = 6.0, al
                    relative_error(int8_matmul(xs, ws, "tensor", "tensor"), ref),
                    zeroed(_fake(xs, "tensor", 8))),
     ]
+
+
+def with_token_outliers(x: torch.Tensor, w: torch.Tensor, feature: int, low: float = 10.0, high: float = 60.0,
+                        seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """An outlier feature whose size differs per token: feature ``feature`` of X times a factor per token.
+
+    Each token's factor is drawn log-uniformly from [low, high] (seeded); column ``feature`` of W is
+    divided by the mean factor, so the layer's output keeps its scale. Unlike
+    :func:`with_outlier_feature`, no single per-feature scale undoes it, as in real LLMs, where an
+    outlier feature is large on every token but by a different amount. Returns (X, W, factors); the
+    product ``X W^T`` changes, so compare 8-bit recipes against the new float product.
+
+    Chapter 5, *Quantization*.
+    """
+    _check_pair(x, w)
+    if not 0 <= feature < x.shape[1]:
+        raise ValueError(f"feature must be a column of X, 0 .. {x.shape[1] - 1}, got {feature!r}")
+    if not 0 < low <= high:
+        raise ValueError(f"need 0 < low <= high for the per-token factors, got low={low!r}, high={high!r}")
+    generator = torch.Generator().manual_seed(seed)
+    u = torch.rand(x.shape[0], generator=generator, dtype=torch.float64)
+    factors = torch.exp(math.log(low) + u * (math.log(high) - math.log(low))).to(x.dtype).to(x.device)
+    x, w = x.clone(), w.clone()
+    x[:, feature] *= factors
+    w[:, feature] /= factors.mean()
+    return x, w, factors

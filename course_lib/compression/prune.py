@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 __all__ = [
+    "GRADUAL_SEEDS",
     "RECOVERY_RECIPE",
     "SCOPES",
     "SWEEP",
@@ -304,6 +305,8 @@ def sparsity_of(model: nn.Module) -> float:
 RECOVERY_RECIPE = training.Recipe(steps=40, batch_size=16, seq_len=128, lr=3e-4, warmup_steps=5, seed=3)
 #: The sparsities of the chapter's sweep.
 SWEEP = (0.0, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95)
+#: Seeds of the fine-tuning batches on which chapter 6 compares gradual and one-shot pruning to 90 %.
+GRADUAL_SEEDS = (RECOVERY_RECIPE.seed, 103, 203)
 
 
 def prune_and_finetune(model: nn.Module, masks: Mapping[str, torch.Tensor], label: str,
@@ -352,8 +355,9 @@ def chapter_finetunes(model: nn.Module, tokenizer: PreTrainedTokenizerBase | Non
                       progress: bool = True) -> None:
     """Every fine-tuning run of chapter 6, as its notebook makes them (cached: a second call loads).
 
-    The magnitude sweep (both scopes, every sparsity of :data:`SWEEP`), gradual pruning to 90 % in
-    four stages, and the model with half of its MLP units removed.
+    The magnitude sweep (both scopes, every sparsity of :data:`SWEEP`), one-shot and gradual pruning to
+    90 % (four stages) on every seed of :data:`GRADUAL_SEEDS`, and the model with half of its MLP units
+    removed.
 
     Chapter 6, *Pruning lab*.
     """
@@ -365,6 +369,10 @@ def chapter_finetunes(model: nn.Module, tokenizer: PreTrainedTokenizerBase | Non
         for s in SWEEP:
             prune_and_finetune(model, magnitude_masks(model, s, scope), f"magnitude {scope} {s:.0%}",
                                RECOVERY_RECIPE, tokenizer, progress)
-    gradual_prune(model, 0.9, 4, "global", RECOVERY_RECIPE, tokenizer, progress)
+    for seed in GRADUAL_SEEDS:  # one shot against gradual, on several seeds of the batches
+        recipe = dataclasses.replace(RECOVERY_RECIPE, seed=seed)
+        prune_and_finetune(model, magnitude_masks(model, 0.9, "global"), "magnitude global 90%",
+                           recipe, tokenizer, progress)
+        gradual_prune(model, 0.9, 4, "global", recipe, tokenizer, progress)
     smaller = prune_structured.shrink_mlp(model, prune_structured.neurons_to_keep(model, 0.5))
     finetuning.finetune(smaller, "neurons 50%", RECOVERY_RECIPE, tokenizer, progress=progress)

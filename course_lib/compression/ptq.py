@@ -9,6 +9,7 @@ Tables and plots of these results are in :mod:`course_lib.chapters.ch05`.
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import time
 from dataclasses import dataclass
@@ -39,8 +40,9 @@ PTQ_METHODS: tuple[str, ...] = ("fp32", "fp16", "bf16", "int8-channel", "int4-g1
                                 "nf4", "nf4-dq", "int3-g128")
 
 
-#: How chapter 5 measures perplexity: windows of 128 tokens that do not overlap (half the work of the
-#: model card's stride of 64, so that ten models fit in the chapter's time; every token is still scored once).
+#: How chapter 5 measures perplexity: chapter 1's method (:func:`course_lib.text.evaluation.perplexity`)
+#: with windows of 128 tokens that do not overlap (half the work of chapter 1's stride of 64, so that two
+#: dozen models fit in the chapter's time; every token is still scored once, some with less context).
 EVAL_WINDOW = EVAL_STRIDE = 128
 #: Windows per forward pass when chapter 5 scores a model (the value does not depend on it; 8 is fastest on a CPU).
 EVAL_BATCH = 8
@@ -60,6 +62,39 @@ def test_perplexity(model: nn.Module, tokenizer: PreTrainedTokenizerBase | None 
     return evaluation.perplexity(model, _tokenizer(tokenizer), split="test",
                                  texts=data.load_corpus("course", "test")[:EVAL_STORIES] if texts is None else texts,
                                  window=EVAL_WINDOW, stride=EVAL_STRIDE, batch_size=EVAL_BATCH).perplexity
+
+
+def forward_seconds(model: nn.Module, dtype_names: Sequence[str] = ("fp32", "bf16"), batch: int = 8,
+                    seq_len: int = 128, repeats: int = 5) -> dict[str, float]:
+    """Seconds of one forward pass of ``model`` on a (batch, seq_len) batch of token ids, per dtype.
+
+    Each dtype runs on its own copy of the model (``model.to(dtype)``); the runs are interleaved
+    and the fastest of ``repeats`` is kept (:mod:`course_lib.base.timing`). How BF16 compares
+    with FP32 depends on the CPU: one with AVX-512 BF16 or AMX instructions runs it fast, others
+    convert every product to FP32 and run it slower.
+
+    Chapter 5, *Quantization*.
+    """
+    from course_lib.base import dtypes
+    from course_lib.base.timing import interleaved_times
+
+    for name, value in (("batch", batch), ("seq_len", seq_len), ("repeats", repeats)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+    device = next(model.parameters()).device
+    vocab = int(model.config.vocab_size)
+    ids = torch.randint(0, vocab, (batch, seq_len), generator=torch.Generator().manual_seed(0)).to(device)
+    copies = [copy.deepcopy(model).to(dtypes.torch_dtype(name)).eval() for name in dtype_names]
+
+    def forward(m: nn.Module):
+        with torch.no_grad():
+            return m(input_ids=ids)
+
+    calls = [functools.partial(forward, m) for m in copies]
+    for call in calls:
+        call()  # warm-up
+    times = interleaved_times(calls, repeats, device)
+    return {name: min(t) for name, t in zip(dtype_names, times)}
 
 
 def _tokenizer(tokenizer: PreTrainedTokenizerBase | None) -> PreTrainedTokenizerBase:
@@ -88,8 +123,8 @@ def ptq_study(model: nn.Module, methods: Sequence[str | QuantConfig] = PTQ_METHO
     ``seconds`` is the time :func:`quantize_model` takes for the whole model. Perplexity is
     :func:`test_perplexity`: the fixed test split, windows of 128 without overlap. Every row
     computes in FP32 from the stored values, as the quantized layers decode to FP32: an FP16 or
-    BF16 model's tensors are rounded to 16 bits and cast back before it is scored (CPUs have no
-    fast 16-bit matrix product; computing in BF16 there takes about 20x longer).
+    BF16 model's tensors are rounded to 16 bits and cast back before it is scored (whether a CPU
+    computes faster or slower in BF16 depends on the CPU: :func:`forward_seconds` measures it).
 
     Chapter 5, *Quantization*.
     """

@@ -37,7 +37,7 @@ from course_lib.base.timing import TimedRuns, calls_per_run, check_device, check
 from course_lib.hardware.roofline import Operation, matmul_operation
 
 __all__ = [
-    "MatmulResult", "ProductResult", "available_devices", "describe_machine", "int8_supported",
+    "MatmulResult", "ProductResult", "available_devices", "cpu_name", "describe_machine", "int8_supported",
     "matmul_benchmark", "matmul_table", "peak_result", "speedups", "time_products",
 ]  # fmt: skip
 
@@ -305,8 +305,11 @@ def _cpu_features() -> dict[str, bool]:
     return {name: name in flags for name in _CPU_FEATURES} if flags else {}
 
 
-def _cpu_name() -> str:
-    """The CPU's model name (from /proc/cpuinfo on Linux, else the platform's description)."""
+def cpu_name() -> str:
+    """The CPU's model name (from /proc/cpuinfo on Linux, else the platform's description).
+
+    Chapter 3, *Number formats*.
+    """
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:
@@ -323,7 +326,7 @@ def describe_machine() -> list[str]:
     Chapter 3, *Number formats*.
     """
     lines = [
-        f"CPU: {_cpu_name()}, {os.cpu_count()} logical cores, torch uses {torch.get_num_threads()} threads",
+        f"CPU: {cpu_name()}, {os.cpu_count()} logical cores, torch uses {torch.get_num_threads()} threads",
         f"torch CPU kernels: {torch.backends.cpu.get_cpu_capability()}",
     ]
     found = [name for name, present in _cpu_features().items() if present]

@@ -21,10 +21,12 @@ from dataclasses import dataclass
 
 from course_lib.base import dtypes
 from course_lib.base.checks import choice, positive
+from course_lib.numbers import memory
 
 __all__ = [
     "Accelerator", "DATASHEETS", "Operation", "Roof", "attainable", "block_operations", "check_utilisation",
-    "matmul_operation", "roof_of", "time_to_train", "training_flops",
+    "devices_to_fit", "matmul_operation", "roof_of", "time_to_train", "training_flops",
+    "training_memory_per_device",
 ]  # fmt: skip
 
 #: The dtypes the roofline knows: those of the datasheets. TF32 is a tensor-core mode whose
@@ -248,3 +250,45 @@ def time_to_train(n_params: float, tokens: float, flops_per_second: float,
     devices = positive(devices, "devices", integer=True)
     return training_flops(n_params, tokens) / (positive(flops_per_second, "flops_per_second")
                                                 * utilisation * devices)
+
+
+def training_memory_per_device(n_params: float, devices: int = 1, shape: memory.ModelShape | None = None,
+                               seq_len: int = 2048) -> memory.Breakdown:
+    """What each of ``devices`` devices holds to train: ZeRO-3 over them, micro-batch 1, checkpointing.
+
+    Chapter 2's estimator (:func:`course_lib.numbers.memory.training_memory`) for BF16 mixed
+    precision with Adam (16 bytes of model states per parameter), the states sharded over the
+    devices with ZeRO-3 / FSDP when there are several (nothing sharded on one), plus what each
+    device keeps whole: the activations of one sequence of ``seq_len`` tokens with activation
+    checkpointing, the gathered layers and the buckets. ``shape`` None: a GPT-3-like shape for
+    the parameter count.
+
+    Chapter 10, *Hardware for LLM training*.
+    """
+    devices = positive(devices, "devices", integer=True)
+    return memory.training_memory(n_params, "bf16-mixed", "adam", batch=1, seq_len=seq_len,
+                                  gpus=devices, zero_stage=3 if devices > 1 else 0, shape=shape,
+                                  activation_checkpointing=True)
+
+
+def devices_to_fit(n_params: float, memory_per_device: float, shape: memory.ModelShape | None = None,
+                   seq_len: int = 2048, most: int = 65536) -> int | None:
+    """The fewest devices of ``memory_per_device`` bytes over which ZeRO-3 fits training; None past ``most``.
+
+    Uses :func:`training_memory_per_device`: the model states shrink as 1 / devices, the rest does
+    not, so a device too small for that rest fits at no count.
+
+    Chapter 10, *Hardware for LLM training*.
+    """
+    capacity = positive(memory_per_device, "memory_per_device (bytes)")
+    most = positive(most, "most", integer=True)
+    low, high = 1, most
+    if training_memory_per_device(n_params, most, shape, seq_len).total > capacity:
+        return None
+    while low < high:  # the total falls as the devices grow: bisect
+        mid = (low + high) // 2
+        if training_memory_per_device(n_params, mid, shape, seq_len).total <= capacity:
+            high = mid
+        else:
+            low = mid + 1
+    return low

@@ -339,7 +339,7 @@ NL: dict[str, str] = {
     "calc_weights": "gewichten",
     "calc_gradients": "gradi\u00ebnten",
     "calc_master_weights": "masterkopie van de gewichten",
-    "calc_optimizer_states": "optimalisatie-states",
+    "calc_optimizer_states": "optimizer-states",
     "calc_activations": "activaties",
     "calc_temporaries": "tijdelijke waarden",
     "calc_total": "totaal",
@@ -383,6 +383,11 @@ GLOSSARY: dict[str, tuple[str, str]] = {
         "kwantisatie",
         "Getallen met minder bits opslaan door ze af te ronden op een grover rooster van toegestane waarden.",
     ),
+    "floating-point number": (
+        "drijvendekommagetal",
+        "Een getal dat als teken, exponent en mantisse is opgeslagen, zodat de komma met de exponent "
+        "meeschuift: zo past zowel 0,0001 als 10 miljard in hetzelfde formaat.",
+    ),
     "exponent": (
         "exponent",
         "Het deel van een drijvendekommagetal dat zegt met welke macht van twee de significand wordt "
@@ -405,9 +410,14 @@ GLOSSARY: dict[str, tuple[str, str]] = {
         "De afgeleiden van de loss naar elk gewicht: ze geven aan in welke richting de gewichten moeten veranderen.",
     ),
     "optimizer states": (
-        "optimalisatie-states",
-        "Wat de optimalisatiemethode per parameter bijhoudt; bij Adam het momentum en de variantie, "
+        "optimizer-states",
+        "Wat de optimizer per parameter bijhoudt; bij Adam het momentum en de variantie, "
         "dus twee extra getallen per gewicht.",
+    ),
+    "master weights": (
+        "masterkopie",
+        "De FP32-kopie van de gewichten die mixed-precision training naast de BF16-kopie bewaart, "
+        "en die de optimizer bijwerkt.",
     ),
     "activations": (
         "activaties",
@@ -449,6 +459,16 @@ GLOSSARY: dict[str, tuple[str, str]] = {
         "kwantiseren naar INT8",
         "Waarden met een schaalfactor afbeelden op gehele getallen van 8 bits, van \u2212128 tot en met 127.",
     ),
+    "quantization-aware training": (
+        "kwantisatiebewuste training",
+        "Trainen met afgeronde gewichten in de voorwaartse stap, zodat het model leert met de afronding te "
+        "leven; de achterwaartse stap doet alsof er niet is afgerond.",
+    ),
+    "CUDA": (
+        "CUDA",
+        "Compute Unified Device Architecture: NVIDIA's platform (compiler, driver en bibliotheken) om op "
+        "zijn GPU's te rekenen; PyTorch gebruikt het voor zijn GPU-bewerkingen.",
+    ),
     "BF16": (
         "BF16",
         "Brain floating point: 16 bits met een exponent van 8 bits en 7 mantissebits; hetzelfde bereik als FP32, "
@@ -463,6 +483,11 @@ GLOSSARY: dict[str, tuple[str, str]] = {
         "FP32",
         "Enkele precisie volgens IEEE 754: 32 bits met een exponent van 8 bits en 23 mantissebits; "
         "het standaardformaat om in te trainen.",
+    ),
+    "mixed precision": (
+        "mixed precision",
+        "Rekenen met BF16- of FP16-kopie\u00ebn van gewichten, gradi\u00ebnten en activaties, en bijwerken met "
+        "een FP32-masterkopie en FP32-optimizer-states.",
     ),
     "distributed training": (
         "gedistribueerd trainen",

@@ -98,6 +98,14 @@ MAX_SEQ_LEN = 10**8
 RULE_OF_THUMB_BYTES_PER_PARAM = 24
 
 
+#: GPU memory a training process cannot use for tensors: the CUDA context, created by the first CUDA
+#: call (about 700-800 MB per process on the PyTorch forums; less with CUDA's lazy module loading).
+CUDA_CONTEXT_BYTES = 768 * 2**20
+#: Share of the card kept free for the caching allocator's rounding and fragmentation: the course's
+#: assumption (a measured peak of ``memory_allocated`` sits below ``memory_reserved``).
+ALLOCATOR_MARGIN = 0.05
+
+
 @dataclass(frozen=True)
 class GPU:
     """A GPU by its name and memory capacity in bytes.
@@ -107,6 +115,11 @@ class GPU:
 
     name: str
     capacity: int
+
+    @property
+    def usable(self) -> float:
+        """Bytes left for tensors: the capacity less the allocator's margin and the CUDA context."""
+        return self.capacity * (1 - ALLOCATOR_MARGIN) - CUDA_CONTEXT_BYTES
 
 
 #: GPUs the verdicts compare against (capacity as the vendor sells it, in GiB).
@@ -147,16 +160,8 @@ MODEL_PRESETS: dict[str, ModelShape] = {
 
 # (parameters, layers, hidden) of the GPT-3 family, Brown et al. 2020, Table 2.1: the depth a
 # model of a given size typically has, used to give a bare parameter count a plausible shape.
-_GPT3_FAMILY = (
-    (125e6, 12, 768),
-    (350e6, 24, 1024),
-    (760e6, 24, 1536),
-    (1.3e9, 24, 2048),
-    (2.7e9, 32, 2560),
-    (6.7e9, 32, 4096),
-    (13e9, 40, 5140),
-    (175e9, 96, 12288),
-)
+_GPT3_FAMILY = ((125e6, 12, 768), (350e6, 24, 1024), (760e6, 24, 1536), (1.3e9, 24, 2048),
+                (2.7e9, 32, 2560), (6.7e9, 32, 4096), (13e9, 40, 5140), (175e9, 96, 12288))
 
 
 def gb(n_bytes: float) -> float:
@@ -207,6 +212,7 @@ def activation_bytes_per_layer(
     bytes_per_element: float = 2,
     mask_bytes: float = 1,
     dropout: bool = True,
+    attention_scores: bool = True,
 ) -> float:
     """Bytes one transformer layer saves for backward, after Korthikanti et al. 2022 (arXiv 2205.05198).
 
@@ -217,7 +223,9 @@ def activation_bytes_per_layer(
     ``s*b*h*(16e + 2d) + a*s^2*b*(2e + d)``: the paper's figure for e=2, d=1. ``d`` is 1 for the
     boolean masks CUDA keeps and ``e`` on a CPU (where dropout keeps a mask of the input's dtype).
     Without dropout there are no masks, and the attention probabilities are kept once, not twice:
-    ``16*e*s*b*h + e*a*s^2*b``.
+    ``16*e*s*b*h + e*a*s^2*b``. ``attention_scores=False`` is fused attention (FlashAttention, Dao et
+    al. 2022): the ``s x s`` scores are recomputed in backward, never stored, and the ``a*s^2*b`` term
+    goes (the kernel's per-row softmax statistics, ``a*s*b`` floats, are left out).
 
     Chapter 2, *The memory wall*.
     """
@@ -226,10 +234,8 @@ def activation_bytes_per_layer(
     h = _positive(hidden, "hidden size")
     a = _positive(n_heads, "number of heads")
     e = _positive(bytes_per_element, "bytes per element")
-    if not dropout:
-        return s * b * h * 16 * e + a * s * s * b * e
-    d = _positive(mask_bytes, "bytes per dropout-mask element")
-    return s * b * h * (16 * e + 2 * d) + a * s * s * b * (2 * e + d)
+    d = _positive(mask_bytes, "bytes per dropout-mask element") if dropout else 0
+    return s * b * h * (16 * e + 2 * d) + (a * s * s * b * (e + dropout * (e + d)) if attention_scores else 0)
 
 
 def activation_bytes(
@@ -239,18 +245,22 @@ def activation_bytes(
     bytes_per_element: float = 2,
     mask_bytes: float = 1,
     dropout: bool = True,
+    checkpointing: bool = False,
+    attention_scores: bool = True,
 ) -> float:
     """Bytes a whole GPT-like model saves for backward: every layer, plus embedding, final norm and loss.
 
     Beyond the layers: the embedding's dropout mask (``s*b*h*d``), the final layer norm's input and
     output (``2*s*b*h*e``) and the loss's FP32 log-probabilities (``b*s*vocab*4``) -- for a small
-    model with a large vocabulary that last term rivals the layers.
+    model with a large vocabulary that last term rivals the layers. ``checkpointing``: each layer
+    keeps only its input (``s*b*h*e``) and recomputes the rest in backward (Chen et al. 2016);
+    ``attention_scores``: see :func:`activation_bytes_per_layer`.
 
     Chapter 2, *The memory wall*.
     """
-    per_layer = activation_bytes_per_layer(
-        seq_len, batch, shape.hidden, shape.n_heads, bytes_per_element, mask_bytes, dropout
-    )
+    per_layer = seq_len * batch * shape.hidden * bytes_per_element if checkpointing else (
+        activation_bytes_per_layer(seq_len, batch, shape.hidden, shape.n_heads, bytes_per_element,
+                                   mask_bytes, dropout, attention_scores))
     sbh = seq_len * batch * shape.hidden
     embedding_mask = sbh * mask_bytes if dropout else 0
     return shape.n_layers * per_layer + embedding_mask + 2 * sbh * bytes_per_element + batch * seq_len * shape.vocab * 4
@@ -296,12 +306,12 @@ class Breakdown:
         """The components divided by the parameter count."""
         return {name: value / self.n_params for name, value in self.components().items()}
 
-    def fits(self, gpu: GPU) -> bool:
-        """Whether the total fits in the GPU's memory."""
-        return self.total <= gpu.capacity
+    def fits(self, gpu: GPU, headroom: bool = True) -> bool:
+        """Whether the total fits in the GPU's usable memory (``headroom=False``: in all of it)."""
+        return self.total <= (gpu.usable if headroom else gpu.capacity)
 
     def verdicts(self) -> list[tuple[GPU, bool, float]]:
-        """For each known GPU: does it fit, and what fraction of the GPU's memory it uses."""
+        """For each known GPU: does it fit (with headroom), and what fraction of its capacity it uses."""
         return [(g, self.fits(g), self.total / g.capacity) for g in GPUS]
 
     def as_dict(self) -> dict:
@@ -440,7 +450,8 @@ def rule_of_thumb(n_params: float) -> float:
     return check_count(n_params, "calc_what_params", MAX_PARAMS) * RULE_OF_THUMB_BYTES_PER_PARAM
 
 
-def min_gpus_to_fit(breakdown_fn: Callable[[int], Breakdown], gpu: GPU, max_gpus: int = 4096) -> int | None:
+def min_gpus_to_fit(breakdown_fn: Callable[[int], Breakdown], gpu: GPU, max_gpus: int = 4096,
+                    headroom: bool = True) -> int | None:
     """The smallest power-of-two GPU count whose per-GPU estimate fits ``gpu``, or None up to ``max_gpus``.
 
     Chapter 2, *The memory wall*.
@@ -448,7 +459,7 @@ def min_gpus_to_fit(breakdown_fn: Callable[[int], Breakdown], gpu: GPU, max_gpus
     _positive(max_gpus, "max_gpus", integer=True)
     n = 1
     while n <= max_gpus:
-        if breakdown_fn(n).total <= gpu.capacity:
+        if breakdown_fn(n).fits(gpu, headroom):
             return n
         n *= 2
     return None
@@ -462,6 +473,7 @@ def gpus_to_train(
     batch: int = 1,
     seq_len: int = 2048,
     activation_checkpointing: bool = False,
+    headroom: bool = True,
 ) -> int | None:
     """The fewest GPUs (a power of two) that can train a model with ZeRO stage 3 / FSDP full sharding, or None.
 
@@ -472,7 +484,7 @@ def gpus_to_train(
             n_params, precision, optimizer, batch=batch, seq_len=seq_len, gpus=g,
             zero_stage=3 if g > 1 else 0, activation_checkpointing=activation_checkpointing,
         ),
-        gpu,
+        gpu, headroom=headroom,
     )
 
 

@@ -7,12 +7,20 @@
   traffic per rank.
 * :mod:`~course_lib.parallel.traffic`: a DDP communication hook that counts the buckets, the
   bytes and the timings of every all-reduce.
+* :mod:`~course_lib.parallel.links`: a link emulator that slows this machine's collectives to
+  what NVLink, InfiniBand or Ethernet would add (alpha + n / beta per message).
+* :mod:`~course_lib.parallel.buckets`: DDP's gradient buckets watched over an emulated link:
+  overlap with the backward pass, ``bucket_cap_mb``, buckets rebuilt after the first step.
 * :mod:`~course_lib.parallel.ddp`: data-parallel training of the course's GPT-2 with
   ``DistributedDataParallel``, through the course's one training loop; also a script for torchrun.
 * :mod:`~course_lib.parallel.cost_model`: the alpha-beta model of communication and the links
   of real machines, to predict how data parallelism scales on GPUs (and what offload copies cost).
 * :mod:`~course_lib.parallel.collectives`: counts the bytes of every all-gather, reduce-scatter,
   all-reduce and broadcast a training step calls.
+* :mod:`~course_lib.parallel.zero`: ZeRO-1 and ZeRO-2 written by hand (reduce-scatter, AdamW on
+  a shard, all-gather), equal to DDP bit for bit.
+* :mod:`~course_lib.parallel.wire`: the bytes each rank really sends, the ring formulas, and the
+  time FSDP waits on its all-gathers.
 * :mod:`~course_lib.parallel.fsdp`: ZeRO stages 1-3 with PyTorch's own tools (DDP,
   ``ZeroRedundancyOptimizer``, FSDP2 ``fully_shard``, hybrid sharding, CPU offload, mixed
   precision), measured per rank; also a script for torchrun.

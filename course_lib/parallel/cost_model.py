@@ -7,6 +7,13 @@ A ring all-reduce over ``N`` ranks takes ``2 (N - 1)`` steps and sends ``2 (N - 
 bytes per rank (Patarasuk and Yuan, 2009), so it takes
 ``2 (N - 1) alpha + 2 (N - 1) / N * S / beta``; NCCL's own tuning model has the same form.
 
+A cluster (:class:`Cluster`) has two links: NVLink inside a server of 8 GPUs, the network
+between servers (one port per GPU). :func:`allreduce_time` models NCCL's algorithms on it as
+NCCL's tuning model (src/graph/tuning.cc) does: the ring, whose latency grows with N (only its
+steps between nodes pay the network's latency), the tree, whose latency grows with log N, and
+the hierarchical all-reduce (reduce-scatter in the node, all-reduce of 1/8 across nodes,
+all-gather in the node); :func:`data_parallel_step` predicts a DDP step on a link or a cluster.
+
 :data:`LINKS` holds the interconnects of common machines. Bandwidths are the vendors' peak figures
 per direction (cited by bibliography key); real transfers reach perhaps 70-90 % of them. Latencies
 are rough orders of magnitude (a few microseconds per ring step), taken from NCCL's tuning model or
@@ -20,9 +27,10 @@ import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["DDP_BUCKET_BYTES", "LINKS", "Link", "StepTime", "data_parallel_step",
-           "fit_alpha_beta", "offload_transfer_time", "ring_allreduce_bytes",
-           "ring_allreduce_time"]
+__all__ = ["ALGORITHMS", "DDP_BUCKET_BYTES", "GPUS_PER_NODE", "LINKS", "Cluster", "Link",
+           "StepTime", "allgather_time", "allreduce_time", "data_parallel_step",
+           "fit_alpha_beta", "get_link", "offload_transfer_time", "queue_on_link",
+           "ring_allreduce_bytes", "ring_allreduce_time", "ring_time"]
 
 #: DDP's default gradient bucket: ``bucket_cap_mb=25``, i.e. 25 MiB.
 DDP_BUCKET_BYTES: int = 25 * 2**20
@@ -77,9 +85,11 @@ LINKS: dict[str, Link] = {link.name: link for link in (
          "One 200 Gb/s port (ConnectX-6) per GPU. " + _NCCL_LATENCY.format(9.6, "the network")),
     Link("InfiniBand NDR", 50e9, 9.6e-6, "nvidia_connectx7", "nccl_tuning_model",
          "One 400 Gb/s port (ConnectX-7) per GPU. " + _NCCL_LATENCY.format(9.6, "the network")),
-    Link("Ethernet 100G", 12.5e9, 30e-6, "nvidia_connectx6", "",
-         "One 100 Gb/s Ethernet port per GPU, TCP sockets without RDMA. Latency: an assumption "
-         "(tens of microseconds through the kernel's network stack), not a cited figure."),
+    Link("Ethernet 100G", 12.5e9, 9.6e-6, "nvidia_connectx6", "nccl_tuning_model",
+         "One 100 Gb/s Ethernet port per GPU, with RDMA (RoCE) as NCCL uses it; ports of 200 and "
+         "400 Gb/s exist too (ConnectX-7). NCCL's tuning model has one latency for every network, "
+         "so this link differs from InfiniBand in bandwidth only. "
+         + _NCCL_LATENCY.format(9.6, "the network")),
 )}
 
 
@@ -99,7 +109,11 @@ def _check_world(world_size: int) -> int:
     return int(world_size)
 
 
-def _link(link: Link | str) -> Link:
+def get_link(link: Link | str) -> Link:
+    """``link`` itself, or the :data:`LINKS` entry of that name; a clear error for another name.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
     if isinstance(link, Link):
         return link
     if link not in LINKS:
@@ -128,8 +142,155 @@ def ring_allreduce_time(n_bytes: float, world_size: int, link: Link | str) -> fl
 
     Chapter 8, *Data parallelism with DDP*.
     """
-    n, link = _check_world(world_size), _link(link)
+    n, link = _check_world(world_size), get_link(link)
     return 2 * (n - 1) * link.latency + ring_allreduce_bytes(n_bytes, n) / link.bandwidth
+
+
+def ring_time(kind: str, n_bytes: float, world_size: int, link: Link | str) -> float:
+    """Seconds of one ring collective whose full tensor has ``n_bytes``, by ``kind``.
+
+    ``kind`` is "all-reduce" (:func:`ring_allreduce_time`), "all-gather" or "reduce-scatter"
+    (each half of it: ``(N - 1) alpha + (N - 1) / N * n_bytes / bandwidth``, ``n_bytes`` the
+    gathered output or the scattered input), or "broadcast" (a pipelined chain:
+    ``(N - 1) alpha + n_bytes / bandwidth``). Zero for one rank.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    n, link = _check_world(world_size), get_link(link)
+    n_bytes = _check_bytes(n_bytes)
+    if n == 1:
+        return 0.0
+    if kind == "all-reduce":
+        return ring_allreduce_time(n_bytes, n, link)
+    if kind in ("all-gather", "reduce-scatter"):
+        return (n - 1) * link.latency + (n - 1) / n * n_bytes / link.bandwidth
+    if kind == "broadcast":
+        return (n - 1) * link.latency + n_bytes / link.bandwidth
+    raise ValueError(f"kind must be 'all-reduce', 'all-gather', 'reduce-scatter' or "
+                     f"'broadcast', got {kind!r}.")
+
+
+def queue_on_link(ready: Sequence[float], durations: Sequence[float]) -> list[float]:
+    """When each transfer ends on a link that carries one at a time, in order of arrival.
+
+    Transfer ``i`` can start when it is ready (``ready[i]``, seconds) and when transfer ``i - 1``
+    has ended: ``end[i] = max(ready[i], end[i - 1]) + durations[i]``. DDP's buckets queue like
+    this: the backward pass makes them ready one after the other, and the link reduces them in
+    order.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    if len(ready) != len(durations):
+        raise ValueError(f"ready and durations must have one entry per transfer, got "
+                         f"{len(ready)} and {len(durations)}.")
+    ends: list[float] = []
+    for start, seconds in zip(ready, durations):
+        ends.append(max(start, ends[-1] if ends else start) + seconds)
+    return ends
+
+
+#: GPUs in one server, joined by NVLink (DGX/HGX A100 and H100 have 8).
+GPUS_PER_NODE: int = 8
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """GPUs in nodes: ``node`` joins the GPUs of one server, ``network`` the servers.
+
+    Every GPU has its own network port (one NIC per GPU, as DGX machines have), so a node sends
+    ``gpus_per_node`` times one port's bandwidth. ``node`` and ``network`` are :class:`Link` objects
+    or names of :data:`LINKS`.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+
+    node: Link | str = "NVLink 4 (H100)"
+    network: Link | str = "InfiniBand NDR"
+    gpus_per_node: int = GPUS_PER_NODE
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "node", get_link(self.node))
+        object.__setattr__(self, "network", get_link(self.network))
+        _check_world(self.gpus_per_node)
+
+    @property
+    def name(self) -> str:
+        """The cluster in words."""
+        return f"{self.gpus_per_node} x {self.node.name} per node, {self.network.name} between"
+
+    def nodes(self, world_size: int) -> int:
+        """Nodes that ``world_size`` GPUs fill (whole nodes; fewer GPUs: one node)."""
+        return max(1, math.ceil(_check_world(world_size) / self.gpus_per_node))
+
+    def bus_bandwidth(self, world_size: int) -> float:
+        """Bytes/s each GPU moves in a ring: NVLink in one node; across nodes the slower of
+        NVLink and the node's ports shared by its GPUs (each GPU carries 1/g of the inter-node
+        hops of g rings)."""
+        if self.nodes(world_size) == 1:
+            return self.node.bandwidth
+        return min(self.node.bandwidth, self.gpus_per_node * self.network.bandwidth)
+
+
+#: The all-reduce algorithms of :func:`allreduce_time`.
+ALGORITHMS = ("ring", "tree", "hierarchical")
+
+
+def allreduce_time(n_bytes: float, world_size: int, cluster: Cluster,
+                   algorithm: str = "best") -> float:
+    """Seconds to all-reduce ``n_bytes`` over ``world_size`` GPUs of ``cluster``, as NCCL models it.
+
+    With ``N`` GPUs in ``n`` nodes of ``g`` GPUs, ``S = n_bytes``, per-step latencies
+    ``a_node`` and ``a_net`` and the bus bandwidth ``B`` (:meth:`Cluster.bus_bandwidth`):
+
+    * "ring" (NCCL's ring, src/graph/tuning.cc): ``2 (N - 1)`` steps, of which ``2 (n - 1)`` cross
+      the network: ``2 (N - n) a_node + 2 (n - 1) a_net + 2 (N - 1) / N * S / B``. The latency
+      grows with N.
+    * "tree" (NCCL's double binary tree across nodes, a chain inside each):
+      ``2 ((g - 1) a_node + log2(n) a_net) + 2 S / B``. The latency grows with log N.
+    * "hierarchical": reduce-scatter inside the node, a ring all-reduce of the ``S / g`` shard
+      across nodes (each GPU with its own port), all-gather inside the node:
+      ``2 (g - 1) a_node + 2 (g - 1) / g * S / bw_node + 2 (n - 1) a_net
+      + 2 (n - 1) / n * S / g / bw_net``.
+    * "best": the fastest of the three, as NCCL picks an algorithm per call from its model.
+
+    Inside one node all three reduce to the ring over ``node``. NCCL's refinements (protocols,
+    channels, a ring "plateau" factor across nodes, tree corrections) are left out.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    size, big_n = _check_bytes(n_bytes), _check_world(world_size)
+    if not isinstance(cluster, Cluster):
+        raise ValueError(f"cluster must be a cost_model.Cluster (e.g. Cluster('NVLink 4 (H100)', "
+                         f"'InfiniBand NDR')), got {cluster!r}.")
+    if algorithm == "best":
+        return min(allreduce_time(size, big_n, cluster, a) for a in ALGORITHMS)
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm must be one of {ALGORITHMS} or 'best', got {algorithm!r}.")
+    n, g = cluster.nodes(big_n), min(cluster.gpus_per_node, big_n)
+    if n == 1:
+        return ring_allreduce_time(size, big_n, cluster.node)
+    a_node, a_net = cluster.node.latency, cluster.network.latency
+    bus = cluster.bus_bandwidth(big_n)
+    if algorithm == "ring":
+        return (2 * (big_n - n) * a_node + 2 * (n - 1) * a_net
+                + 2 * (big_n - 1) / big_n * size / bus)
+    if algorithm == "tree":
+        return 2 * ((g - 1) * a_node + math.log2(n) * a_net) + 2 * size / bus
+    return (ring_allreduce_time(size, g, cluster.node)
+            + ring_allreduce_time(size / g, n, cluster.network))
+
+
+def allgather_time(n_bytes: float, world_size: int, cluster: Cluster) -> float:
+    """Seconds of a ring all-gather (or reduce-scatter) of a full tensor of ``n_bytes``.
+
+    Half of :func:`allreduce_time`'s "ring": ``(N - n) a_node + (n - 1) a_net
+    + (N - 1) / N * S / B``. NCCL's tuning model of the release cited offers only the ring for
+    these two collectives (later releases add a logarithmic algorithm, PAT), so FSDP's
+    collectives pay a latency that grows with N.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    return allreduce_time(n_bytes, world_size, cluster, "ring") / 2
 
 
 def fit_alpha_beta(sizes: Sequence[float], seconds: Sequence[float], world_size: int,
@@ -211,7 +372,7 @@ def offload_transfer_time(n_params: float, world_size: int, link: Link | str,
 
     Chapter 8, *Data parallelism with DDP*.
     """
-    n, link = _check_world(world_size), _link(link)
+    n, link = _check_world(world_size), get_link(link)
     per_rank = _check_bytes(n_params, "n_params") / n * _check_bytes(bytes_per_param,
                                                                       "bytes_per_param")
     return per_rank / link.bandwidth
@@ -251,8 +412,9 @@ class StepTime:
 
 
 def data_parallel_step(compute_seconds: float, grad_bytes: float, world_size: int,
-                       link: Link | str, overlap: float = 2 / 3,
-                       bucket_bytes: float = DDP_BUCKET_BYTES) -> StepTime:
+                       link: Link | str | Cluster, overlap: float = 2 / 3,
+                       bucket_bytes: float = DDP_BUCKET_BYTES,
+                       algorithm: str = "best") -> StepTime:
     """Predict one DDP step: bucketed ring all-reduces of the gradients, partly hidden by backward.
 
     The model, kept simple on purpose. DDP all-reduces the gradients in buckets of
@@ -264,10 +426,11 @@ def data_parallel_step(compute_seconds: float, grad_bytes: float, world_size: in
 
         exposed = max(0, communication - last - overlap * compute) + last
 
-    The ring runs over one kind of link: NVLink joins the GPUs of one server, so across servers
-    pass the network's link. Real steps add what this leaves out: NCCL's fixed cost per call and
-    its switch to trees when latency dominates, compute and communication contending for the
-    GPU, and stragglers.
+    ``link`` a :class:`Link` (or its name): one flat ring over that link, every step paying its
+    latency. ``link`` a :class:`Cluster`: NVLink inside each node, the network between, each
+    bucket all-reduced by ``algorithm`` (:func:`allreduce_time`; "best" picks the fastest, as
+    NCCL does). Real steps add what this leaves out: NCCL's fixed cost per call, compute and
+    communication contending for the GPU, and stragglers.
 
     Chapter 8, *Data parallelism with DDP*.
     """
@@ -276,7 +439,19 @@ def data_parallel_step(compute_seconds: float, grad_bytes: float, world_size: in
         raise ValueError(f"compute_seconds must be the forward + backward time of one GPU's "
                          f"step in seconds, > 0 (e.g. 0.25), got {compute_seconds!r}.")
     grad_bytes = _check_bytes(grad_bytes, "grad_bytes")
-    n, link = _check_world(world_size), _link(link)
+    n = _check_world(world_size)
+    if not isinstance(link, Cluster):
+        link = get_link(link)
+    if isinstance(link, Cluster):
+        cluster = link
+
+        def seconds(size: float) -> float:
+            return allreduce_time(size, n, cluster, algorithm)
+    else:
+        flat = link
+
+        def seconds(size: float) -> float:
+            return ring_allreduce_time(size, n, flat)
     if isinstance(overlap, bool) or not isinstance(overlap, numbers.Real) \
             or not 0 <= overlap <= 1:
         raise ValueError(f"overlap must be the fraction of the compute that communication can "
@@ -285,7 +460,7 @@ def data_parallel_step(compute_seconds: float, grad_bytes: float, world_size: in
         raise ValueError("bucket_bytes must be > 0; DDP's default is 25 MiB (DDP_BUCKET_BYTES).")
     full, rest = divmod(grad_bytes, bucket_bytes)
     buckets = [bucket_bytes] * int(full) + ([rest] if rest > 0 else [])
-    communication = sum(ring_allreduce_time(b, n, link) for b in buckets)
-    last = ring_allreduce_time(min(bucket_bytes, grad_bytes), n, link) if buckets else 0.0
+    communication = sum(seconds(b) for b in buckets)
+    last = seconds(min(bucket_bytes, grad_bytes)) if buckets else 0.0
     exposed = max(0.0, communication - last - overlap * compute_seconds) + last
     return StepTime(n, link.name, float(compute_seconds), communication, exposed)

@@ -22,11 +22,26 @@ also the torchrun entry point, on GPUs (NCCL) or CPUs (gloo) alike::
 
 Its flags are checked before any rank joins the group (:func:`check_flags`), and a bad one is
 reported once, by rank 0.
+
+Each run also measures its bytes on the wire per step (:func:`course_lib.parallel.wire.
+wire_snapshot`) and the time the training thread spends issuing, waiting for and copying out
+FSDP's all-gathers (the *exposed* all-gather time, forward and backward). ``prefetch`` chooses how
+the next unit's all-gather is started in forward: ``implicit`` (FSDP's default, when the unit's own
+forward begins), ``explicit`` (``set_modules_to_forward_prefetch`` / ``..._backward_prefetch``:
+issued one unit ahead, synchronously) or ``async`` (``unshard(async_op=True)`` one unit ahead, so
+that gloo gathers in its own thread while this one computes). ``reshard_after_forward`` as a whole
+number ``k`` keeps, after forward, each block sharded over groups of ``k`` ranks, so that backward
+all-gathers within a group (torch >= 2.6). ``memory_budget`` makes the run refuse, like an
+out-of-memory error with a message, when a rank's model states would exceed that many bytes.
+``links`` slows the collectives with chapter 8's link emulator (:mod:`course_lib.parallel.links`)
+as if every ``ranks_per_node`` ranks were one node: a collective whose group stays inside a node
+pays the ``node`` link, one whose group spans nodes the ``network`` link (see :func:`node_links`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import os
 import time
@@ -35,10 +50,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from course_lib.numbers import memory
-from course_lib.parallel import ddp, launch
+from course_lib.parallel import ddp, launch, links, zero
 from course_lib.parallel.collectives import Collectives, volume
 from course_lib.parallel.ddp import (
     add_run_arguments,
@@ -52,10 +68,12 @@ from course_lib.parallel.ddp import (
     report_check,
 )
 from course_lib.parallel.traffic import Traffic, counting_hook
+from course_lib.parallel.wire import AllGatherClock, WireBytes, wire_snapshot
 from course_lib.text import data, models, training
 
-__all__ = ["STRATEGIES", "ShardedRank", "check_flags", "check_offload", "check_strategy",
-           "expected_volume", "full_parameters", "initial_parameters", "main", "shard_model",
+__all__ = ["PREFETCH", "STRATEGIES", "BudgetRefusal", "MemoryBudgetError", "ShardedRank",
+           "check_flags", "check_offload", "check_strategy", "expected_volume", "full_parameters",
+           "initial_parameters", "main", "node_links", "set_prefetch", "shard_model",
            "train_many", "train_sharded", "units"]
 
 #: The strategies, and what each one shards.
@@ -66,6 +84,16 @@ STRATEGIES = {
     "zero3": "FSDP full sharding, reshard_after_forward=True (ZeRO stage 3)",
     "hsdp": "FSDP hybrid sharding: sharded in groups of shard_factor ranks, replicated across",
 }
+
+#: How the next FSDP unit's all-gather is started in forward (see the module's docstring).
+PREFETCH = ("implicit", "explicit", "async")
+
+
+class MemoryBudgetError(MemoryError):
+    """A rank's model states would not fit the run's memory budget; the message says by how much.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
 
 
 def check_strategy(strategy: str, world_size: int, shard_factor: int | None = None) -> int:
@@ -146,20 +174,51 @@ def units(model: torch.nn.Module) -> list[torch.nn.Module]:
     return [model, *blocks]
 
 
+def _check_fsdp_options(strategy: str, factor: int, policies: bool, prefetch: str,
+                        reshard_after_forward: int | None) -> None:
+    """Refuse FSDP options with DDP, an unknown prefetch mode, a whole-number reshard that fails."""
+    if strategy in ("ddp", "zero1"):
+        if policies or prefetch != "implicit" or reshard_after_forward:
+            raise ValueError("offload, mixed_precision, prefetch and reshard_after_forward are "
+                             "FSDP options: use strategy 'zero2', 'zero3' or 'hsdp' with them.")
+        return
+    if prefetch not in PREFETCH:
+        raise ValueError(f"prefetch must be one of {PREFETCH}, got {prefetch!r}.")
+    if reshard_after_forward is None:
+        return
+    k = reshard_after_forward
+    divisors = [d for d in range(2, factor) if factor % d == 0]
+    if strategy not in ("zero3", "hsdp"):
+        raise ValueError(f"reshard_after_forward applies to 'zero3' and 'hsdp', not {strategy!r} "
+                         "('zero2' keeps the parameters whole after forward).")
+    if isinstance(k, bool) or not isinstance(k, int) or k not in divisors:
+        raise ValueError(f"reshard_after_forward={k!r} must be a divisor of the {factor} ranks "
+                         "that shard the model, other than 1 and itself: "
+                         f"{divisors or 'none for so few ranks; use 4 or more'}.")
+
+
+def _start_gather(unit: Any) -> Any:
+    """A forward pre-hook that starts ``unit``'s all-gather without waiting (FSDP waits later)."""
+    def hook(*_: object) -> None:
+        unit.unshard(async_op=True)
+
+    return hook
+
+
 def shard_model(model: torch.nn.Module, strategy: str, world_size: int,
                 shard_factor: int | None = None, offload: bool = False,
                 mixed_precision: bool = False,
-                device: torch.device | str = "cpu") -> torch.nn.Module:
+                device: torch.device | str = "cpu", prefetch: str = "implicit",
+                reshard_after_forward: int | None = None) -> torch.nn.Module:
     """Apply a strategy to ``model`` (in place for FSDP); return the module to train.
 
     Chapter 9, *Sharding with ZeRO and FSDP*.
     """
     factor = check_strategy(strategy, world_size, shard_factor)
+    _check_fsdp_options(strategy, factor, offload or mixed_precision, prefetch,
+                        reshard_after_forward)
     device = torch.device(device)
     if strategy in ("ddp", "zero1"):
-        if offload or mixed_precision:
-            raise ValueError("offload and mixed_precision are FSDP options: use "
-                             "strategy 'zero2', 'zero3' or 'hsdp' with them.")
         gpu = [device] if device.type == "cuda" else None
         return DistributedDataParallel(model, device_ids=gpu)
     from torch.distributed.device_mesh import init_device_mesh
@@ -180,10 +239,63 @@ def shard_model(model: torch.nn.Module, strategy: str, world_size: int,
     if mixed_precision:
         options["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16,
                                                     reduce_dtype=torch.float32)
+    # a whole number k: each block stays sharded over k ranks after forward
+    blocks = {**options, "reshard_after_forward":
+              reshard_after_forward or options["reshard_after_forward"]}
     for block in models.blocks(model):
-        fully_shard(block, **options)
+        fully_shard(block, **blocks)
     fully_shard(model, **options)
+    model.sharding_mesh = mesh  # the groups FSDP uses (for node_links)
+    set_prefetch(model, prefetch)
     return model
+
+
+def set_prefetch(model: torch.nn.Module, prefetch: str) -> None:
+    """Start each FSDP unit's forward all-gather one unit ahead: ``explicit`` or ``async``.
+
+    ``explicit``: ``set_modules_to_forward_prefetch`` (and ``..._backward_prefetch``), which
+    issue the next unit's all-gather right after the current one's; ``async``: a forward
+    pre-hook that calls the next unit's ``unshard(async_op=True)`` and does not wait for it.
+    ``implicit`` leaves FSDP's default.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    order = units(model)  # forward order: the root, then each block
+    if prefetch == "explicit":
+        for unit, after in zip(order, order[1:]):
+            unit.set_modules_to_forward_prefetch([after])
+        for unit, before in zip(order[2:], order[1:]):
+            unit.set_modules_to_backward_prefetch([before])
+    elif prefetch == "async":
+        for unit, after in zip(order, order[1:]):
+            unit.register_forward_pre_hook(_start_gather(after))
+
+
+def node_links(model: torch.nn.Module, node: str, network: str,
+               ranks_per_node: int) -> list[tuple[str, Any]]:
+    """The link each process group of a sharded ``model`` pays: in-node groups ``node``, others.
+
+    A group of the model's device mesh whose ranks all sit in one node (``rank //
+    ranks_per_node``) pays ``node``'s link, any other ``network``'s: a ring that leaves a node
+    runs at the speed of its slowest hop. Returns (link name, group) pairs, for
+    ``links.emulate(name, group=group)``.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    if isinstance(ranks_per_node, bool) or not isinstance(ranks_per_node, int) \
+            or ranks_per_node < 1:
+        raise ValueError(f"ranks_per_node must be a whole number >= 1, got {ranks_per_node!r}.")
+    mesh = getattr(model, "sharding_mesh", None)
+    if mesh is None:
+        raise ValueError("node_links needs a model sharded by shard_model with FSDP (strategy "
+                         "'zero2', 'zero3' or 'hsdp'); DDP's all-reduce goes through "
+                         "links.allreduce_hook.")
+    pairs = []
+    for dim in range(mesh.ndim):
+        group = mesh.get_group(dim)
+        nodes = {r // ranks_per_node for r in dist.get_process_group_ranks(group)}
+        pairs.append((node if len(nodes) == 1 else network, group))
+    return pairs
 
 
 def initial_parameters(seed: int = 0, dtype: str = "float32") -> torch.Tensor:
@@ -246,7 +358,12 @@ class ShardedRank:
     first step, and the peak of parameter bytes during forward; the volume of every kind of
     collective in each step (bytes, the ZeRO paper's accounting); the FSDP units' sizes (root
     first); the step end times; and the final parameters, gathered into one vector (``None``
-    when they were not asked for).
+    when they were not asked for). Then each step's bytes on the wire (sent, received), the
+    seconds of each step spent in FSDP's all-gathers (``forward``, ``backward``), the parameter
+    bytes held at the end of the forward pass, the prefetch and reshard options, and each step's
+    volume by kind and group size ("all-gather over 2"), the seconds an emulated link added to
+    each step's collectives (``emulate``), and the seconds those collectives took, from call to
+    completion.
 
     Chapter 9, *Sharding with ZeRO and FSDP*.
     """
@@ -265,6 +382,14 @@ class ShardedRank:
     unit_numels: tuple[int, ...]
     step_times: tuple[float, ...]
     parameters: torch.Tensor | None
+    wire: tuple[WireBytes, ...] = ()
+    exposed: tuple[dict[str, float], ...] = ()
+    after_forward_bytes: int = 0
+    prefetch: str = "implicit"
+    reshard_after_forward: int | None = None
+    group_volume: tuple[dict[str, int], ...] = ()
+    link_delays: tuple[float, ...] = ()
+    link_seconds: tuple[float, ...] = ()
 
     @property
     def n_params(self) -> int:
@@ -273,43 +398,81 @@ class ShardedRank:
 
 
 class _Meter:
-    """The ``on_step`` of a sharded run: step times, collectives per step, model states' bytes,
-    and the parameter bytes held at the start of every unit's forward (where gathering peaks)."""
+    """The ``on_step`` of a sharded run: step times, collectives and wire bytes per step, model
+    states' bytes (checked against a budget), the parameter bytes held at the start of every
+    unit's forward (where gathering peaks) and at the end of the forward pass."""
 
-    def __init__(self, model: torch.nn.Module, calls: Collectives) -> None:
+    def __init__(self, model: torch.nn.Module, calls: Collectives, clock: AllGatherClock,
+                 budget: int | None = None) -> None:
         from torch.distributed.tensor import DTensor
 
-        self.model, self.calls, self._dtensor = model, calls, DTensor
+        self.model, self.calls, self.clock, self._dtensor = model, calls, clock, DTensor
+        self.budget = budget
         self.step_times: list[float] = []
         self.states: dict[str, int] = {}
         # The local shards (FSDP keeps them all the time); DDP's whole parameters are their own.
         self.shards = [p.to_local() if isinstance(p, DTensor) else p for p in model.parameters()]
-        self.peak = 0
+        self.peak = self.after_forward = 0
         for unit in units(model):
             unit.register_forward_pre_hook(self._held)
+        model.register_forward_hook(self._forward_done)
+        self.snapshots = [wire_snapshot()]
+        self.start = time.perf_counter()
+        self.exposed: list[dict[str, float]] = []
+        clock.take()
 
     def _held(self, *_: object) -> None:
         """The shards plus every parameter that is whole right now (gathered, or never sharded)."""
         whole = [p for p in self.model.parameters() if not isinstance(p, self._dtensor)]
         self.peak = max(self.peak, memory.tensor_bytes([*self.shards, *whole]))
 
+    def _forward_done(self, *_: object) -> None:
+        """The shards plus what the parameters are after forward (shards, or resharded, or whole)."""
+        now = [p.to_local() if isinstance(p, self._dtensor) else p
+               for p in self.model.parameters()]
+        self.after_forward = max(self.after_forward, memory.tensor_bytes([*self.shards, *now]))
+
+    def _check_budget(self) -> None:
+        """Refuse, on every rank at once, when the fullest rank's states exceed the budget."""
+        gathered = max(self.peak - self.states["parameters"], 0)
+        needed = torch.tensor([sum(self.states.values()) + gathered])
+        dist.all_reduce(needed, op=dist.ReduceOp.MAX)
+        need = int(needed)
+        if self.budget is not None and need > self.budget:
+            held = ", ".join(f"{k} {v / 1e6:.2f} MB" for k, v in self.states.items())
+            raise MemoryBudgetError(
+                f"out of memory: a rank needs {need / 1e6:.2f} MB for its model states ({held}, "
+                f"+ {gathered / 1e6:.2f} MB gathered at the peak) and the budget is "
+                f"{self.budget / 1e6:.2f} MB per rank: {(need - self.budget) / 1e6:.2f} MB too "
+                "many. Shard the states (strategy 'zero3': 16 bytes per parameter / N ranks), "
+                "use more ranks, or a smaller model.")
+
     def __call__(self, step: int, loss: float, optimizer: torch.optim.Optimizer) -> None:
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             torch.cuda.synchronize()
         self.step_times.append(time.perf_counter())
-        self.calls.mark()
+        self.exposed.append(self.clock.take())
         if step == 0:  # every state exists now, before the gradients are cleared
             self.states = memory.model_state_bytes(self.model, optimizer)
+            if self.budget is not None:  # its all-reduce of one number counts in step 0
+                self._check_budget()
+        self.snapshots.append(wire_snapshot())
+        self.calls.mark()
 
 
 def train_sharded(strategy: str = "zero3", steps: int = 3, global_batch: int = 8,
                   seq_len: int = 64, lr: float = 3e-3, seed: int = 0,
                   shard_factor: int | None = None, offload: bool = False,
                   mixed_precision: bool = False, dtype: str = "float32",
-                  return_parameters: bool = True) -> ShardedRank:
+                  return_parameters: bool = True, prefetch: str = "implicit",
+                  reshard_after_forward: int | None = None,
+                  memory_budget: int | None = None,
+                  emulate: dict[str, Any] | None = None) -> ShardedRank:
     """Worker: train the course's GPT-2 with a sharding strategy on this rank's share; measure it.
 
-    What it measured comes back as a :class:`ShardedRank`.
+    What it measured comes back as a :class:`ShardedRank`. ``emulate``: the arguments of
+    :func:`node_links` (``node``, ``network``, ``ranks_per_node``) and ``scale``, the link
+    emulator's factor.
 
     Chapter 9, *Sharding with ZeRO and FSDP*.
     """
@@ -321,7 +484,7 @@ def train_sharded(strategy: str = "zero3", steps: int = 3, global_batch: int = 8
     blocks = [sum(p.numel() for p in b.parameters()) for b in models.blocks(model)]
     unit_numels = [sum(p.numel() for p in model.parameters()) - sum(blocks), *blocks]  # root first
     wrapped = shard_model(model, strategy, worker.world_size, shard_factor, offload,
-                          mixed_precision, worker.device)
+                          mixed_precision, worker.device, prefetch, reshard_after_forward)
     optimizer = None
     traffic = Traffic()
     if strategy in ("ddp", "zero1"):  # DDP's own all-reduce runs in C++, out of Collectives' sight;
@@ -331,27 +494,71 @@ def train_sharded(strategy: str = "zero3", steps: int = 3, global_batch: int = 8
 
         optimizer = functools.partial(ZeroRedundancyOptimizer, optimizer_class=torch.optim.AdamW)
     recipe = recipe_for(steps, global_batch, seq_len, lr, seed, str(worker.device))
-    with Collectives() as calls:
-        meter = _Meter(model, calls)
-        history = training.train(wrapped, "gpt2", tokenizer, recipe, optimizer=optimizer,
-                                 on_step=meter, progress=False,
-                                 batches=local_batches(tokenizer, recipe, worker.world_size,
-                                                       worker.rank))
+    with contextlib.ExitStack() as stack:
+        spec = dict(emulate or {})
+        scale = spec.pop("scale", 1.0)
+        emulators = [stack.enter_context(links.emulate(name, group=group, scale=scale))
+                     for name, group in (node_links(model, **spec) if emulate else [])]
+        with Collectives() as calls, AllGatherClock(model, units(model)) as clock:
+            meter = _Meter(model, calls, clock, memory_budget)
+            history = training.train(wrapped, "gpt2", tokenizer, recipe, optimizer=optimizer,
+                                     on_step=meter, progress=False,
+                                     batches=local_batches(tokenizer, recipe, worker.world_size,
+                                                           worker.rank))
+    edges = [meter.start, *meter.step_times]
+    steps = [[t for e in emulators for t in e.records if lo <= t.start < hi]
+             for lo, hi in zip(edges, edges[1:])]
     per_step = [volume(records) for records in calls.per_step()]
+    by_group = []
+    for records in calls.per_step():
+        step: dict[str, int] = {}
+        for r in records:
+            key = f"{r.kind} over {r.group_size}"
+            step[key] = step.get(key, 0) + r.volume
+        by_group.append(step)
     parameters = full_parameters(model) if return_parameters else None
     return ShardedRank(worker.rank, worker.world_size, worker.backend, strategy, factor, offload,
                        mixed_precision, tuple(history), meter.states,
                        peak_parameter_bytes=max(meter.peak, meter.states["parameters"]),
                        volume=tuple(per_step), unit_numels=tuple(unit_numels),
-                       step_times=tuple(meter.step_times), parameters=parameters)
+                       step_times=tuple(meter.step_times), parameters=parameters,
+                       wire=tuple(b - a for a, b in zip(meter.snapshots, meter.snapshots[1:])),
+                       exposed=tuple(meter.exposed), after_forward_bytes=meter.after_forward,
+                       prefetch=prefetch, reshard_after_forward=reshard_after_forward,
+                       group_volume=tuple(by_group),
+                       link_delays=tuple(sum(t.emulated for t in step) for step in steps),
+                       link_seconds=tuple(sum(t.seconds for t in step) for step in steps))
 
 
-def train_many(runs: Sequence[dict[str, Any]]) -> list[ShardedRank]:
-    """Worker: several :func:`train_sharded` runs in one process group (starting ranks costs seconds).
+@dataclass(frozen=True)
+class BudgetRefusal:
+    """A run that stopped at its memory budget: the rank, the strategy and what it said.
 
     Chapter 9, *Sharding with ZeRO and FSDP*.
     """
-    return [train_sharded(**run) for run in runs]
+
+    rank: int
+    strategy: str
+    message: str
+
+
+def train_many(runs: Sequence[dict[str, Any]]) -> list[Any]:
+    """Worker: several runs in one process group (starting ranks costs seconds); a ShardedRank each.
+
+    A run with ``"stage"`` is :func:`course_lib.parallel.zero.train_zero`'s (a ZeroRank), the
+    others :func:`train_sharded`'s; a run stopped by its ``memory_budget`` gives a
+    :class:`BudgetRefusal` instead.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    results: list[Any] = []
+    for run in runs:
+        try:
+            results.append(zero.train_zero(**run) if "stage" in run else train_sharded(**run))
+        except MemoryBudgetError as refusal:
+            results.append(BudgetRefusal(dist.get_rank(), run.get("strategy", "zero3"),
+                                         str(refusal)))
+    return results
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -83,7 +83,7 @@ class RingCheck:
 
     ``bytes_sent`` by the ring, ``tensor_bytes`` of the float32 tensor, the largest difference
     between the two float32 sums and the largest value of the sum, whether the float64 sums of
-    whole numbers are equal, and ``dist.all_reduce``'s float32 ``sum``.
+    whole numbers are equal, ``dist.all_reduce``'s float32 ``sum`` and the ring's, ``ring_sum``.
 
     Chapter 8, *Data parallelism with DDP*.
     """
@@ -96,6 +96,7 @@ class RingCheck:
     max_abs_value: float
     integers_equal: bool
     sum: torch.Tensor
+    ring_sum: torch.Tensor
 
 
 def check_against_all_reduce(numel: int = 1000, seed: int = 0) -> RingCheck:
@@ -122,4 +123,5 @@ def check_against_all_reduce(numel: int = 1000, seed: int = 0) -> RingCheck:
     return RingCheck(worker.rank, worker.world_size, sent, mine.numel() * mine.element_size(),
                      max_abs_difference=float((ours - theirs).abs().max()),
                      max_abs_value=float(theirs.abs().max()),
-                     integers_equal=bool(torch.equal(ring_ints, all_ints)), sum=theirs.cpu())
+                     integers_equal=bool(torch.equal(ring_ints, all_ints)), sum=theirs.cpu(),
+                     ring_sum=ours.cpu())

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "IGNORE_INDEX",
     "causal_lm_batch",
+    "context_free_loss",
     "mask_tokens",
     "masked_lm_batch",
     "objective_batch",
@@ -487,3 +488,35 @@ def objective_batch(kind: str, windows: list[list[int]], tokenizer: PreTrainedTo
     if kind == "gpt2":
         return causal_lm_batch(windows, tokenizer)
     return span_corruption_batch(windows, tokenizer, generator=g)
+
+
+def context_free_loss(kind: str, token_ids: torch.Tensor | Sequence[int],
+                      tokenizer: PreTrainedTokenizerBase, seq_len: int = 64,
+                      generator: GeneratorLike = 0) -> float:
+    """The loss of the best context-free guess at ``kind``'s targets: the entropy of their frequencies.
+
+    ``token_ids`` is cut into windows of ``seq_len`` tokens and turned into ``kind``'s batches
+    (bert, gpt2 or t5) as in training; the targets are the labels the loss scores (a causal
+    model shifts its labels, so the first of each window is never a target). A model that ignores
+    its input and always predicts these frequencies has exactly this loss, -sum p ln p nats per
+    target, on these targets; each objective has its own, since each predicts different tokens.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    if kind not in ("bert", "gpt2", "t5"):
+        raise ValueError(f"Unknown objective {kind!r}: use 'bert', 'gpt2' or 't5'.")
+    ids = torch.as_tensor(token_ids, dtype=torch.long).flatten()
+    if seq_len < 2 or len(ids) < seq_len:
+        raise ValueError(f"Need windows of at least 2 tokens and a stream of at least one "
+                         f"window; got seq_len={seq_len} and {len(ids)} tokens.")
+    windows = ids[: len(ids) // seq_len * seq_len].view(-1, seq_len)
+    g = _generator(generator)
+    counts = torch.zeros(len(tokenizer), dtype=torch.float64)
+    for rows in windows.split(512):  # 512 windows per batch: a few MB at a time
+        labels = objective_batch(kind, rows.tolist(), tokenizer, g)["labels"]
+        if kind == "gpt2":
+            labels = labels[:, 1:]  # position t predicts token t + 1
+        targets = labels[labels != IGNORE_INDEX]
+        counts += torch.bincount(targets, minlength=len(counts)).double()
+    p = counts[counts > 0] / counts.sum()
+    return float(-(p * p.log()).sum())
