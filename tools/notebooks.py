@@ -54,8 +54,8 @@ CHAPTERS: tuple[tuple[int, str, str], ...] = tuple(c for _, chapters in PARTS fo
 #: Editions in other languages: (part of the book, title, notebook path under notebooks/, summary).
 EDITIONS: tuple[tuple[str, str, str, str], ...] = (
     ("Nederlandstalige editie", "Kwantisatie: minder bits per getal", "nl/kwantisatie.ipynb",
-     "Dutch edition of the quantization lesson: chapters 2–4's numbers, the bit explorer and the "
-     "memory calculator in Dutch"),
+     "Dutch edition of the quantization lesson: chapters 2–5's numbers, INT8 on π, the bit "
+     "explorer, the memory calculator and exercises in Dutch"),
 )
 TOC = ROOT / "book" / "_toc.yml"
 README = ROOT / "README.md"
