@@ -1,4 +1,4 @@
-"""Command line of the course: ``python -m course_lib check | memory ... | prepare | train-course-model``."""
+"""Command line of the course: ``python -m course_lib check | memory ... | prepare | train-course-model | grade | learner-copies``."""
 
 from __future__ import annotations
 
@@ -101,10 +101,14 @@ def _name(options, what: str):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with its commands: check, memory, prepare and train-course-model."""
+    """The argument parser with its commands: check, memory, prepare, train-course-model, grade, learner-copies."""
     parser = argparse.ArgumentParser(prog="python -m course_lib", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{check,memory,prepare,train-course-model}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{check,memory,prepare,train-course-model,grade,learner-copies}")
 
+    sub.add_parser("grade", add_help=False,
+                   help="run learners' notebooks headless without their solutions: exercise, pass / not yet, feedback")
+    sub.add_parser("learner-copies", add_help=False,
+                   help="write the notebooks without their solution cells, exercise outputs cleared")
     check = sub.add_parser("check", help="print Python, torch, transformers, CPU/GPU, network and Colab status")
     check.add_argument("--offline", action="store_true", help="skip the network probe")
 
@@ -211,6 +215,11 @@ def run_memory(args: argparse.Namespace) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse the arguments and run the chosen command; bad input exits with status 2 and a message."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] in (["grade"], ["learner-copies"]):
+        from course_lib.exercises import grading
+
+        return grading.main(argv)
     args = build_parser().parse_args(_join_negative_numbers(argv))
     if args.command == "check":
         from course_lib.base.env import check_env

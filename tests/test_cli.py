@@ -134,3 +134,13 @@ def test_a_negative_count_is_refused_as_negative_not_as_a_missing_value():
     assert out.returncode == 2
     assert "argument --params: number of parameters must be a positive number" in out.stderr
     assert "expected one argument" not in out.stderr
+
+
+def test_grade_and_learner_copies_are_commands(tmp_path, capsys):
+    # The instructors' two commands reach course_lib.exercises.grading through the course's CLI.
+    assert main(["grade", str(tmp_path / "missing.ipynb")]) == 2
+    assert "no notebook" in capsys.readouterr().err
+    assert main(["learner-copies", str(tmp_path / "copies"), "--source", str(tmp_path)]) == 0
+    out = subprocess.run([sys.executable, "-m", "course_lib", "--help"], capture_output=True,
+                         text=True, timeout=60).stdout
+    assert "grade" in out and "learner-copies" in out

@@ -21,6 +21,14 @@ class Question:
     unit: str = ""
     rel_tol: float = 0.02
     hint: str = ""
+    misconceptions: tuple[tuple[float, str], ...] = ()
+
+    def misconception(self, answer: float) -> str | None:
+        """The reasoning that produces ``answer``, if it is one of the recorded wrong answers."""
+        for wrong, why in self.misconceptions:
+            if math.isclose(answer, wrong, rel_tol=self.rel_tol):
+                return why
+        return None
 
     def feedback(self, answer: float | None) -> tuple[bool, str]:
         """Whether ``answer`` is right, and the feedback to show (None means not answered yet)."""
@@ -35,7 +43,9 @@ class Question:
         if math.isclose(value, expected, rel_tol=self.rel_tol):
             return True, f"Correct: {value:,.6g}{unit}."
         direction = "high" if value > expected else "low"
-        return False, f"Not quite: {value:,.6g}{unit} is too {direction}. Hint: {self.hint}"
+        why = self.misconception(value)
+        because = f" This is what you get if you {why}." if why is not None else ""
+        return False, f"Not quite: {value:,.6g}{unit} is too {direction}.{because} Hint: {self.hint}"
 
     def check(self, answer: float | None) -> None:
         """Print the feedback on a learner's answer."""

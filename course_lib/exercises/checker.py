@@ -1,0 +1,304 @@
+"""Code exercises of every chapter: the learner writes a function, the checker runs it on hidden cases.
+
+An :class:`Exercise` compares the learner's function with the library's reference on cases the
+learner does not see (each labelled with the edge it covers), and its feedback names the first
+failing case, the known misconception a wrong answer matches, the learner's own line when their
+code raises, and a clear stop when it hangs.
+"""
+
+from __future__ import annotations
+
+import copy
+import linecache
+import math
+import numbers
+import signal
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+__all__ = ["Case", "Exercise", "Feedback", "Misconception", "same", "show", "summarize"]
+
+#: The mime type of the machine-readable result a checker displays next to its text (read by grading).
+MIME = "application/vnd.course-lib.exercise+json"
+
+PHRASES = {
+    "en": {
+        "passed": "Passed: {name} is right on all {n} hidden cases ({labels}).",
+        "not_done": "Not done yet: {name} still raises NotImplementedError. Write its body, then run "
+                    "this cell again.",
+        "wrong": "Not quite: {name} is wrong on the case {label!r}.",
+        "input": "input", "expected": "expected", "got": "got",
+        "misconception": "Known misconception, {name}: this is what you get if you {explain}.",
+        "raised": "Your code raised {error} on the case {label!r}",
+        "at": "at line {line} of {function}: {source}",
+        "timeout": "Stopped after {seconds:g} s on the case {label!r}: {name} did not return. Look for "
+                   "a loop that never ends, or work that grows too fast with the input.",
+    },
+    "nl": {
+        "passed": "Geslaagd: {name} klopt in alle {n} verborgen gevallen ({labels}).",
+        "not_done": "Nog niet gedaan: {name} geeft nog NotImplementedError. Schrijf de inhoud van de "
+                    "functie en voer deze cel opnieuw uit.",
+        "wrong": "Nog niet goed: {name} klopt niet in het geval {label!r}.",
+        "input": "invoer", "expected": "verwacht", "got": "gekregen",
+        "misconception": "Bekende misvatting, {name}: dat krijg je als je {explain}.",
+        "raised": "Je code gaf {error} in het geval {label!r}",
+        "at": "op regel {line} van {function}: {source}",
+        "timeout": "Gestopt na {seconds:g} s in het geval {label!r}: {name} kwam niet terug. Zoek een "
+                   "lus die nooit eindigt, of werk dat te snel groeit met de invoer.",
+    },
+}
+
+
+@dataclass(frozen=True)
+class Case:
+    """One hidden input to an exercise, labelled with the edge it covers ("ties at .5", "NaN").
+
+    Used by the library's other modules.
+    """
+
+    args: tuple
+    label: str = "random"
+    kwargs: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Misconception:
+    """A known wrong implementation, its short name and what the learner did ("round half away ...").
+
+    Used by the library's other modules.
+    """
+
+    name: str
+    explain: str
+    wrong: Callable[..., Any]
+
+
+@dataclass
+class Feedback:
+    """The outcome of a check: passed or not, the message, and the failing case and misconception.
+
+    Used by the library's other modules.
+    """
+
+    exercise: str
+    passed: bool
+    message: str
+    case: str | None = None
+    misconception: str | None = None
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def same(expected: Any, got: Any, rtol: float = 1e-5, atol: float = 1e-8) -> bool:
+    """Whether ``got`` equals ``expected``: tensors by shape, dtype and value (NaN where NaN), numbers within tolerance.
+
+    Used by the library's other modules.
+    """
+    if isinstance(expected, torch.Tensor):
+        if not isinstance(got, torch.Tensor) or got.shape != expected.shape or got.dtype != expected.dtype:
+            return False
+        if expected.is_floating_point() or expected.is_complex():
+            return torch.allclose(got.cpu(), expected.cpu(), rtol=rtol, atol=atol, equal_nan=True)
+        return torch.equal(got.cpu(), expected.cpu())
+    if isinstance(expected, np.ndarray):
+        return isinstance(got, np.ndarray) and same(torch.from_numpy(expected), torch.from_numpy(got), rtol, atol)
+    if isinstance(expected, dict):
+        return (isinstance(got, dict) and got.keys() == expected.keys()
+                and all(same(expected[k], got[k], rtol, atol) for k in expected))
+    if isinstance(expected, (tuple, list)):
+        return (isinstance(got, (tuple, list)) and len(got) == len(expected)
+                and all(same(e, g, rtol, atol) for e, g in zip(expected, got)))
+    if isinstance(expected, bool) or isinstance(got, bool):
+        return type(got) is type(expected) and got == expected
+    if isinstance(expected, numbers.Real) and isinstance(got, numbers.Real):  # numpy's scalars too
+        if isinstance(expected, numbers.Integral) and isinstance(got, numbers.Integral):
+            return int(got) == int(expected)
+        if math.isnan(expected) or math.isnan(got):
+            return math.isnan(expected) and math.isnan(got)
+        return math.isclose(got, expected, rel_tol=rtol, abs_tol=atol)
+    return type(got) is type(expected) and got == expected
+
+
+def summarize(value: Any, items: int = 6) -> str:
+    """A short text for a value in feedback: tensors as shape, dtype and their first few values.
+
+    Used by the library's other modules.
+    """
+    if isinstance(value, torch.Tensor):
+        flat = value.detach().flatten().tolist()
+        shown = ", ".join(f"{v:.6g}" if isinstance(v, float) else str(v) for v in flat[:items])
+        more = ", ..." if len(flat) > items else ""
+        dtype = str(value.dtype).removeprefix("torch.")
+        return f"tensor of shape {tuple(value.shape)}, {dtype}: [{shown}{more}]"
+    if isinstance(value, (list, tuple)) and len(value) > items:
+        return f"{type(value).__name__} of {len(value)}: " + summarize(type(value)(value[:items]))[:-1] + ", ...]"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    text = repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
+def show(feedback: Feedback) -> None:
+    """Display feedback: as text, and in a notebook also as the machine-readable result grading reads.
+
+    Used by the library's other modules.
+    """
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:
+        get_ipython = None
+    if get_ipython is None or get_ipython() is None:
+        print(feedback.message)
+        return
+    result = {"exercise": feedback.exercise, "passed": feedback.passed, "message": feedback.message,
+              "case": feedback.case, "misconception": feedback.misconception}
+    display({"text/plain": feedback.message, MIME: result}, raw=True)
+
+
+def function_name(fn: Callable[..., Any]) -> str:
+    """The learner's function as feedback names it: its name, or "your function" for a lambda.
+
+    Used by the library's other modules.
+    """
+    name = getattr(fn, "__name__", "")
+    return name if name.isidentifier() else "your function"
+
+
+class _Timeout(BaseException):
+    """Raised into a learner's function that ran past its time; a BaseException so that `except Exception` lets it through."""
+
+
+def _call_with_timeout(fn: Callable[..., Any], case: Case, seconds: float) -> Any:
+    """``fn(*case.args, **case.kwargs)``, stopped with :class:`_Timeout` after ``seconds``."""
+    on_main = threading.current_thread() is threading.main_thread()
+    if on_main and hasattr(signal, "setitimer"):  # Unix, and notebook cells: interrupt the Python code itself
+        def stop(signum, frame):
+            raise _Timeout
+
+        previous = signal.signal(signal.SIGALRM, stop)
+        signal.setitimer(signal.ITIMER_REAL, seconds)
+        try:
+            return fn(*case.args, **case.kwargs)
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = fn(*case.args, **case.kwargs)
+        except BaseException as err:  # handed back to the caller's thread
+            box["error"] = err
+
+    worker = threading.Thread(target=run, daemon=True)  # a hung daemon thread cannot keep Python alive
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise _Timeout
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+def _learner_line(err: BaseException, fn: Callable[..., Any]) -> tuple[int, str] | None:
+    """The deepest line of the learner's own file in ``err``'s traceback, and its source."""
+    code = getattr(fn, "__code__", None) or getattr(getattr(fn, "__call__", None), "__code__", None)
+    if code is None:
+        return None
+    found = None
+    tb = err.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == code.co_filename:
+            found = tb.tb_lineno
+        tb = tb.tb_next
+    if found is None:
+        return None
+    return found, linecache.getline(code.co_filename, found).strip()
+
+
+@dataclass
+class Exercise:
+    """A code exercise: the learner's function against ``reference`` on hidden cases, with feedback that teaches.
+
+    ``cases`` is a list of :class:`Case` or a function returning one (for random cases built when
+    checked). Call the exercise on the learner's function to display the feedback.
+
+    Used by the library's other modules.
+    """
+
+    name: str
+    prompt: str
+    reference: Callable[..., Any]
+    cases: Callable[[], list[Case]] | list[Case]
+    misconceptions: tuple[Misconception, ...] = ()
+    compare: Callable[[Any, Any], bool] | None = None
+    rtol: float = 1e-5
+    atol: float = 1e-8
+    timeout_s: float = 10.0
+    language: str = "en"
+
+    def matches(self, expected: Any, got: Any) -> bool:
+        """Whether the learner's ``got`` counts as ``expected``."""
+        if self.compare is not None:
+            return bool(self.compare(expected, got))
+        return same(expected, got, self.rtol, self.atol)
+
+    def check(self, fn: Callable[..., Any]) -> Feedback:
+        """Run ``fn`` on every hidden case and return the feedback on the first that fails."""
+        say = PHRASES[self.language]
+        cases = self.cases() if callable(self.cases) else list(self.cases)
+        for case in cases:
+            expected = self.reference(*copy.deepcopy(case.args), **copy.deepcopy(case.kwargs))
+            mine = Case(copy.deepcopy(case.args), case.label, copy.deepcopy(case.kwargs))
+            try:
+                got = _call_with_timeout(fn, mine, self.timeout_s)
+            except NotImplementedError:
+                return Feedback(self.name, False, say["not_done"].format(name=function_name(fn)), case.label)
+            except _Timeout:
+                text = say["timeout"].format(seconds=self.timeout_s, label=case.label, name=function_name(fn))
+                return Feedback(self.name, False, text, case.label)
+            except Exception as err:
+                return Feedback(self.name, False, self._raised(err, fn, case), case.label)
+            if not self.matches(expected, got):
+                return self._wrong(case, expected, got)
+        labels = ", ".join(dict.fromkeys(c.label for c in cases))
+        return Feedback(self.name, True, say["passed"].format(name=self.name, n=len(cases), labels=labels))
+
+    def _raised(self, err: Exception, fn: Callable[..., Any], case: Case) -> str:
+        say = PHRASES[self.language]
+        text = say["raised"].format(error=f"{type(err).__name__}: {err}", label=case.label)
+        where = _learner_line(err, fn)
+        if where is not None:
+            text += "\n  " + say["at"].format(line=where[0], function=function_name(fn), source=where[1])
+        return text + f"\n  {say['input']}: {self._inputs(case)}"
+
+    def _wrong(self, case: Case, expected: Any, got: Any) -> Feedback:
+        say = PHRASES[self.language]
+        lines = [say["wrong"].format(name=self.name, label=case.label),
+                 f"  {say['input']}: {self._inputs(case)}",
+                 f"  {say['expected']}: {summarize(expected)}",
+                 f"  {say['got']}: {summarize(got)}"]
+        for known in self.misconceptions:
+            try:
+                wrong = known.wrong(*copy.deepcopy(case.args), **copy.deepcopy(case.kwargs))
+            except Exception:  # a wrong implementation need not cope with every edge
+                continue
+            if self.matches(wrong, got) and not self.matches(wrong, expected):
+                lines.append(say["misconception"].format(name=known.name, explain=known.explain))
+                return Feedback(self.name, False, "\n".join(lines), case.label, known.name)
+        return Feedback(self.name, False, "\n".join(lines), case.label)
+
+    @staticmethod
+    def _inputs(case: Case) -> str:
+        shown = [summarize(a) for a in case.args] + [f"{k}={summarize(v)}" for k, v in case.kwargs.items()]
+        return ", ".join(shown) or "(none)"
+
+    def __call__(self, fn: Callable[..., Any]) -> None:
+        """Check ``fn`` and display the feedback (:meth:`check` returns it instead)."""
+        show(self.check(fn))

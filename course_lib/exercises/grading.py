@@ -1,0 +1,211 @@
+"""Instructors' tools for every chapter's exercises: grade a learner's notebook headless, write learner copies.
+
+A notebook's exercises are cells tagged ``exercise`` (the stub the learner fills in) and
+``solution`` (the worked answer). Grading removes the solution cells, runs the rest in a fresh
+kernel and reads the result each checker displays (:data:`checker.MIME`); learner copies are the
+notebooks without their solution cells and with the exercise cells' outputs cleared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import nbformat
+
+from course_lib.exercises.checker import MIME
+
+__all__ = ["GradeRow", "grade_notebook", "grade_table", "learner_copies", "learner_copy", "main"]
+
+PROG = "python -m course_lib"
+
+
+@dataclass
+class GradeRow:
+    """One exercise of a graded notebook: its name, "pass" or "not yet", and the feedback's first line.
+
+    Used by the library's other modules.
+    """
+
+    exercise: str
+    result: str
+    feedback: str
+
+
+def _tags(cell: nbformat.NotebookNode) -> set[str]:
+    return set(cell.get("metadata", {}).get("tags", []))
+
+
+def without_solutions(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """A copy of ``nb`` without its cells tagged ``solution``.
+
+    Used by the library's other modules.
+    """
+    copy = nbformat.from_dict(nb)
+    copy.cells = [cell for cell in copy.cells if "solution" not in _tags(cell)]
+    return copy
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
+def _error_line(cell: nbformat.NotebookNode) -> str | None:
+    for output in cell.get("outputs", []):
+        if output.get("output_type") == "error":
+            return f"the cell raised {output['ename']}: {output['evalue']}"
+    return None
+
+
+def read_results(nb: nbformat.NotebookNode) -> list[GradeRow]:
+    """The rows of an executed notebook: each checker's last result, and each exercise cell no checker followed.
+
+    Used by the library's other modules.
+    """
+    rows: dict[str, GradeRow] = {}
+    pending: tuple[int, str | None] | None = None  # the exercise cell not yet followed by a result
+
+    def close_pending() -> None:
+        if pending is not None:
+            number, error = pending
+            defined = re.search(r"^def (\w+)", nb.cells[number - 1].source, re.M)
+            name = f"{defined.group(1) if defined else 'exercise'} (cell {number})"
+            rows[name] = GradeRow(name, "not yet", error or "its checker did not run")
+
+    for number, cell in enumerate(nb.cells, start=1):
+        if "exercise" in _tags(cell):
+            close_pending()
+            pending = (number, _error_line(cell))
+        for output in cell.get("outputs", []):
+            result = output.get("data", {}).get(MIME)
+            if result is None:
+                continue
+            name = result["exercise"]
+            rows[name] = GradeRow(name, "pass" if result["passed"] else "not yet", _first_line(result["message"]))
+            pending = None
+        if pending is not None and pending[0] != number and pending[1] is None:
+            pending = (pending[0], _error_line(cell))  # the checker's own cell raised
+    close_pending()
+    return list(rows.values())
+
+
+def grade_notebook(path: str | Path, timeout_s: float = 120.0) -> list[GradeRow]:
+    """Run a learner's notebook headless, without its solution cells, and return one row per exercise.
+
+    The notebook runs in a fresh ``python3`` kernel with its own folder as working directory; the
+    file itself is never written. ``timeout_s`` bounds each cell.
+
+    Used by the library's other modules.
+    """
+    try:
+        from nbclient import NotebookClient
+        from nbclient.exceptions import DeadKernelError
+    except ImportError as err:  # a plain install of the course, without the book's extras
+        raise ImportError("grading runs notebooks with nbclient and ipykernel: pip install "
+                          "nbclient ipykernel, then grade again") from err
+
+    path = Path(path)
+    nb = without_solutions(nbformat.read(path, as_version=4))
+    client = NotebookClient(nb, timeout=timeout_s, kernel_name="python3", allow_errors=True,
+                            interrupt_on_timeout=True, resources={"metadata": {"path": str(path.parent.resolve())}})
+    try:
+        client.execute()
+    except DeadKernelError as err:  # grade what ran; the rest shows as "did not run"
+        print(f"{path.name}: the kernel died: {err}", file=sys.stderr)
+    return read_results(nb)
+
+
+def grade_table(rows: Sequence[GradeRow]) -> str:
+    """The rows as a plain-text table: exercise, pass / not yet, feedback.
+
+    Used by the library's other modules.
+    """
+    lines = [["exercise", "result", "feedback"]] + [[r.exercise, r.result, r.feedback] for r in rows]
+    widths = [max(len(line[i]) for line in lines) for i in range(3)]
+    lines.insert(1, ["-" * w for w in widths])
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in lines)
+
+
+def learner_copy(src: str | Path, dst: str | Path) -> Path:
+    """Write ``src`` to ``dst`` without its solution cells and with its exercise cells' outputs cleared.
+
+    Used by the library's other modules.
+    """
+    nb = without_solutions(nbformat.read(Path(src), as_version=4))
+    for cell in nb.cells:
+        if "exercise" in _tags(cell) and cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    dst = Path(dst)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, dst)
+    return dst
+
+
+def learner_copies(src_dir: str | Path, dst_dir: str | Path) -> list[Path]:
+    """Write a learner copy of every notebook under ``src_dir`` to the same relative path under ``dst_dir``.
+
+    Used by the library's other modules.
+    """
+    src_dir, dst_dir = Path(src_dir).resolve(), Path(dst_dir).resolve()
+    if dst_dir == src_dir:
+        raise ValueError(f"the learner copies would overwrite the notebooks in {src_dir}; choose another folder")
+    sources = [p for p in sorted(src_dir.rglob("*.ipynb"))
+               if not {".ipynb_checkpoints", "_build"} & set(p.relative_to(src_dir).parts)
+               and not p.is_relative_to(dst_dir)]
+    return [learner_copy(p, dst_dir / p.relative_to(src_dir)) for p in sources]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The parser of the two instructors' commands, ``grade`` and ``learner-copies``.
+
+    Used by the library's other modules.
+    """
+    parser = argparse.ArgumentParser(prog=PROG, description="Grade learners' notebooks; write learner copies.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    grade = sub.add_parser("grade", help="run learners' notebooks headless and print a table of their exercises")
+    grade.add_argument("notebooks", nargs="+", metavar="NOTEBOOK", help="the learners' .ipynb files")
+    grade.add_argument("--timeout", type=float, default=120.0, help="seconds per cell (default 120)")
+    copies = sub.add_parser("learner-copies", help="write the notebooks without their solutions")
+    copies.add_argument("dest", metavar="DEST", help="the folder to write the learner copies into")
+    copies.add_argument("--source", default="notebooks", help="the folder of notebooks (default: notebooks)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``grade`` or ``learner-copies``; a missing file or a bad notebook exits with status 2 and a message.
+
+    Used by the library's other modules.
+    """
+    args = build_parser().parse_args(argv)
+    if args.command == "learner-copies":
+        if not Path(args.source).is_dir():
+            print(f"{PROG} learner-copies: error: no folder {args.source}", file=sys.stderr)
+            return 2
+        try:
+            written = learner_copies(args.source, args.dest)
+        except Exception as err:  # a folder we may not write, or a file that is not a notebook
+            print(f"{PROG} learner-copies: error: {type(err).__name__}: {err}", file=sys.stderr)
+            return 2
+        print(f"wrote {len(written)} learner copies into {args.dest}")
+        return 0
+    for name in args.notebooks:
+        try:
+            nbformat.read(name, as_version=4)
+        except FileNotFoundError:
+            print(f"{PROG} grade: error: no notebook {name}", file=sys.stderr)
+            return 2
+        except Exception as err:  # not JSON, or not a notebook
+            print(f"{PROG} grade: error: {name} is not a readable notebook ({type(err).__name__})", file=sys.stderr)
+            return 2
+    for name in args.notebooks:
+        try:
+            rows = grade_notebook(name, args.timeout)
+        except ImportError as err:
+            print(f"{PROG} grade: error: {err}", file=sys.stderr)
+            return 2
+        print(f"{name}\n{grade_table(rows)}\n")
+    return 0

@@ -1,0 +1,118 @@
+"""Grading a learner's notebook headless, and writing learner copies without the solutions."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from pathlib import Path
+
+import nbformat
+import psutil
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output
+
+from course_lib.exercises import grading
+from course_lib.exercises.checker import MIME
+
+SETUP = """from course_lib.exercises.checker import Case, Exercise
+total = Exercise("list_sum", "Sum a list.", sum, [Case(([1, 2, 3],), "three"), Case(([],), "empty")])
+double = Exercise("double", "Double x.", lambda x: 2 * x, [Case((3,), "three"), Case((-1.5,), "negative")])"""
+
+
+def exercise(source: str, **extra) -> nbformat.NotebookNode:
+    return new_code_cell(source, metadata={"tags": ["exercise"]}, **extra)
+
+
+def half_solved() -> nbformat.NotebookNode:
+    """A notebook with two exercises, the first solved, the second still its stub, and a worked solution."""
+    stub_output = new_output("stream", name="stdout", text="stale output of the stub\n")
+    return new_notebook(cells=[
+        new_markdown_cell("# A tiny lab"),
+        new_code_cell(SETUP),
+        exercise("def my_sum(xs):\n    out = 0\n    for x in xs:\n        out += x\n    return out"),
+        new_code_cell("total(my_sum)"),
+        exercise("def my_double(x):\n    raise NotImplementedError", outputs=[stub_output]),
+        new_code_cell("double(my_double)"),
+        new_code_cell("def my_double(x):\n    return 2 * x\n\n\ndouble(my_double)", metadata={"tags": ["solution"]}),
+    ])
+
+
+@pytest.fixture(scope="module")
+def notebook(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("lab") / "lab.ipynb"
+    nbformat.write(half_solved(), path)
+    return path
+
+
+def test_a_half_solved_notebook_grades_one_pass_one_not_yet(notebook):
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    original = notebook.read_bytes()
+    rows = grading.grade_notebook(notebook, timeout_s=60)
+    assert [(r.exercise, r.result) for r in rows] == [("list_sum", "pass"), ("double", "not yet")]
+    assert rows[1].feedback.startswith("Not done yet: my_double")  # the solution cell was not graded
+    assert notebook.read_bytes() == original  # the learner's file is never written
+    left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before and p.is_running()
+            and p.status() != psutil.STATUS_ZOMBIE]
+    assert not left, f"the grader left processes behind: {[p.cmdline() for p in left]}"
+
+
+def test_the_grade_command_prints_the_table_and_exits_0(notebook):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert grading.main(["grade", str(notebook), "--timeout", "60"]) == 0
+    text = out.getvalue()
+    assert re.search(r"^exercise +result +feedback$", text, re.M)
+    assert re.search(r"^list_sum +pass +Passed: list_sum", text, re.M)
+    assert re.search(r"^double +not yet +Not done yet: my_double", text, re.M)
+
+
+def test_results_are_read_from_the_checkers_outputs():
+    def result(name: str, passed: bool) -> nbformat.NotebookNode:
+        data = {"text/plain": "shown", MIME: {"exercise": name, "passed": passed, "message": f"{name} said so\nmore"}}
+        return new_output("display_data", data=data)
+
+    error = new_output("error", ename="SyntaxError", evalue="invalid syntax", traceback=[])
+    nb = new_notebook(cells=[
+        exercise("...", outputs=[result("a", False)]),  # no def: named by its cell
+        new_code_cell("", outputs=[result("a", True)]),  # run again after a fix: the last result counts
+        exercise("def broken(:", outputs=[error]),
+        exercise("def never_checked(): ..."),
+    ])
+    rows = grading.read_results(nb)
+    assert [(r.exercise, r.result, r.feedback) for r in rows] == [
+        ("a", "pass", "a said so"),
+        ("broken (cell 3)", "not yet", "the cell raised SyntaxError: invalid syntax"),
+        ("never_checked (cell 4)", "not yet", "its checker did not run"),
+    ]
+    assert re.search(r"^a +pass +a said so$", grading.grade_table(rows), re.M)
+
+
+def test_a_learner_copy_has_no_solution_and_clean_exercises(tmp_path):
+    source = half_solved()
+    source.cells[3].outputs = [new_output("stream", name="stdout", text="Passed\n")]
+    nbformat.write(source, tmp_path / "lab.ipynb")
+    copy = nbformat.read(grading.learner_copy(tmp_path / "lab.ipynb", tmp_path / "out" / "lab.ipynb"), as_version=4)
+    assert len(copy.cells) == len(source.cells) - 1
+    assert not any("solution" in c.metadata.get("tags", []) for c in copy.cells)
+    assert [c.source for c in copy.cells] == [c.source for c in source.cells[:-1]]
+    assert copy.cells[4].outputs == [] and copy.cells[3].outputs[0].text == "Passed\n"
+
+
+def test_learner_copies_keep_relative_paths(tmp_path, capsys):
+    for rel in ("01_a.ipynb", "nl/b.ipynb", ".ipynb_checkpoints/01_a-checkpoint.ipynb"):
+        (tmp_path / "src" / rel).parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(half_solved(), tmp_path / "src" / rel)
+    assert grading.main(["learner-copies", str(tmp_path / "dst"), "--source", str(tmp_path / "src")]) == 0
+    written = sorted(p.relative_to(tmp_path / "dst").as_posix() for p in (tmp_path / "dst").rglob("*.ipynb"))
+    assert written == ["01_a.ipynb", "nl/b.ipynb"] and "wrote 2 learner copies" in capsys.readouterr().out
+    assert grading.main(["learner-copies", str(tmp_path / "src"), "--source", str(tmp_path / "src")]) == 2
+
+
+def test_bad_input_exits_2_with_a_message(tmp_path, capsys):
+    assert grading.main(["grade", str(tmp_path / "missing.ipynb")]) == 2
+    assert "no notebook" in capsys.readouterr().err
+    (tmp_path / "bad.ipynb").write_text("not json")
+    assert grading.main(["grade", str(tmp_path / "bad.ipynb")]) == 2
+    assert "not a readable notebook" in capsys.readouterr().err
+    assert grading.main(["learner-copies", str(tmp_path / "x"), "--source", str(tmp_path / "nowhere")]) == 2
