@@ -7,7 +7,6 @@ produces is named, so the learner reads *why* it is wrong, not only that it is.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from types import SimpleNamespace
 
 import torch
@@ -15,44 +14,6 @@ import torch
 from course_lib.compression import quant
 from course_lib.exercises.questions import Question
 from course_lib.numbers import memory
-
-
-@dataclass
-class DutchQuestion(Question):
-    """A numeric :class:`Question` that answers in Dutch and names the misconception behind a known wrong answer.
-
-    ``misconceptions`` pairs a wrong answer with the reasoning that produces it; an answer within
-    ``rel_tol`` of one gets that explanation, any other wrong answer the hint.
-
-    Used by the library's other modules.
-    """
-
-    misconceptions: tuple[tuple[float, str], ...] = ()
-
-    def misconception(self, answer: float) -> str | None:
-        """The reasoning that produces ``answer``, if it is one of the recorded wrong answers."""
-        for wrong, why in self.misconceptions:
-            if math.isclose(answer, wrong, rel_tol=self.rel_tol):
-                return why
-        return None
-
-    def feedback(self, answer: float | None) -> tuple[bool, str]:
-        """Whether ``answer`` is right, and the Dutch feedback (None means not answered yet)."""
-        if answer is None:
-            return False, f"Nog niet beantwoord. {self.question}"
-        try:
-            value = float(answer)
-        except (TypeError, ValueError):
-            return False, f"Je antwoord {answer!r} is geen getal; geef een getal in {self.unit or 'de gevraagde eenheid'}."
-        unit = f" {self.unit}" if self.unit else ""
-        shown = f"{value:.6g}".replace(".", ",")
-        if math.isclose(value, self.solution(), rel_tol=self.rel_tol):
-            return True, f"Goed: {shown}{unit}."
-        direction = "te hoog" if value > self.solution() else "te laag"
-        why = self.misconception(value)
-        if why is not None:
-            return False, f"Nog niet: {shown}{unit} is {direction}. Dat krijg je als je {why}. Tip: {self.hint}"
-        return False, f"Nog niet: {shown}{unit} is {direction}. Tip: {self.hint}"
 
 
 def _pi_in_int8_block(absmax: float = 10.0) -> float:
@@ -67,13 +28,14 @@ def _mixed_precision_7b() -> memory.Breakdown:
 
 #: The Dutch edition's numeric questions, each checked against the library.
 quiz = SimpleNamespace(
-    q1=DutchQuestion(
+    q1=Question(
         "Een blok gewichten bevat π en heeft als grootste absolute waarde 10,0. Met absmax-INT8 "
         "(schaal = 10,0 / 127, code = round(x / schaal)): als welke waarde komt π terug na het "
         "dekwantiseren (code x schaal)?",
         _pi_in_int8_block,
         rel_tol=1e-3,
         hint="π / (10/127) = 39,9; rond af naar de dichtstbijzijnde code en vermenigvuldig die weer met de schaal.",
+        language="nl",
         misconceptions=(
             (3.0, "π zonder schaalfactor naar een geheel getal afrondt (een cast)"),
             (39 * 10.0 / 127, "39,9 afkapt tot 39 in plaats van af te ronden naar 40"),
@@ -81,25 +43,27 @@ quiz = SimpleNamespace(
             (40 * 10.0 / 128, "door 128 deelt in plaats van door 127: absmax gebruikt de codes -127 tot 127"),
         ),
     ),
-    q2=DutchQuestion(
+    q2=Question(
         "Hoeveel GB kosten alleen de gewichten van een model van 7 miljard parameters tijdens training in "
         "BF16 mixed precision (gradiënten en optimizer-states niet meegeteld)?",
         lambda: memory.gb(_mixed_precision_7b().weights + _mixed_precision_7b().master_weights),
         unit="GB",
         hint="mixed precision rekent met een BF16-kopie (2 bytes) en werkt een FP32-masterkopie bij (4 bytes).",
+        language="nl",
         misconceptions=(
             (14.0, "alleen de BF16-kopie telt en de FP32-masterkopie vergeet"),
             (28.0, "alleen de FP32-masterkopie telt, of denkt dat de gewichten gewoon FP32 blijven"),
             (112.0, "de hele modeltoestand telt (ook gradiënten en optimizer-states)"),
         ),
     ),
-    q3=DutchQuestion(
+    q3=Question(
         "Hoeveel GB aan modeltoestand (gewichten, masterkopie, gradiënten, optimizer-states van Adam) "
         "vraagt het trainen van een model van 7 miljard parameters in BF16 mixed precision?",
         lambda: memory.gb(_mixed_precision_7b().model_states),
         unit="GB",
         hint="2 (BF16-gewichten) + 4 (FP32-masterkopie) + 2 (BF16-gradiënten) + 8 (twee FP32-states van Adam) "
         "bytes per parameter.",
+        language="nl",
         misconceptions=(
             (56.0, "aanneemt dat mixed precision alles halveert: 8 in plaats van 16 bytes per parameter"),
             (84.0, "de FP32-masterkopie vergeet: 12 in plaats van 16 bytes per parameter"),

@@ -23,19 +23,11 @@ from dataclasses import dataclass
 
 import torch
 
-from course_lib.compression import quant
+from course_lib.compression import outliers, quant
 from course_lib.compression.quant import QuantConfig
 
 #: The grid of AWQ's search: alpha = i / AWQ_GRID for i = 0 .. AWQ_GRID - 1 (20 in the reference code).
 AWQ_GRID = 20
-
-
-def _check_pair(x: torch.Tensor, w: torch.Tensor) -> None:
-    quant.check_tensor(x, "activations X")
-    quant.check_tensor(w, "weight W")
-    if x.dim() != 2 or w.dim() != 2 or x.shape[1] != w.shape[1]:
-        raise ValueError(f"expected X (tokens, in features) and W (out features, in features) with the same "
-                         f"number of input features, got X {tuple(x.shape)} and W {tuple(w.shape)}")
 
 
 def activation_scales(x: torch.Tensor, alpha: float) -> torch.Tensor:
@@ -69,7 +61,7 @@ def output_error(x: torch.Tensor, w: torch.Tensor, w_hat: torch.Tensor) -> float
 
     Chapter 5, *Quantization*.
     """
-    _check_pair(x, w)
+    outliers.check_pair(x, w)
     if w_hat.shape != w.shape:
         raise ValueError(f"W_hat must have W's shape {tuple(w.shape)}, got {tuple(w_hat.shape)}")
     ref = x.float() @ w.float().t()
@@ -110,7 +102,7 @@ def awq_search(x: torch.Tensor, w: torch.Tensor, config: QuantConfig | str = "in
 
     Chapter 5, *Quantization*.
     """
-    _check_pair(x, w)
+    outliers.check_pair(x, w)
     if isinstance(n_grid, bool) or not isinstance(n_grid, int) or n_grid < 1:
         raise ValueError(f"n_grid must be a whole number >= 1 (20 in AWQ), got {n_grid!r}")
     config = quant.get_config(config)

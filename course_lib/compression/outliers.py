@@ -39,12 +39,16 @@ def _fake(x: torch.Tensor, granularity: str, bits: int) -> torch.Tensor:
     return quant.quantize_dequantize(x, QuantConfig(bits, "absmax", _PER[granularity], scale_dtype="fp32"))
 
 
-def _check_pair(x: torch.Tensor, w: torch.Tensor) -> None:
+def check_pair(x: torch.Tensor, w: torch.Tensor) -> None:
+    """Refuse activations X (tokens, features) and a weight W (out, features) that do not fit.
+
+    Chapter 5, *Quantization*.
+    """
     quant.check_tensor(x, "activations X")
     quant.check_tensor(w, "weight W")
     if x.dim() != 2 or w.dim() != 2 or x.shape[1] != w.shape[1]:
-        raise ValueError(f"expected X (tokens, features) and W (out, features) with the same number of "
-                         f"features, got X {tuple(x.shape)} and W {tuple(w.shape)}")
+        raise ValueError(f"expected X (tokens, in features) and W (out features, in features) with the "
+                         f"same number of input features, got X {tuple(x.shape)} and W {tuple(w.shape)}")
 
 
 def int8_matmul(x: torch.Tensor, w: torch.Tensor, act: str = "token", weight: str = "channel",
@@ -53,7 +57,7 @@ def int8_matmul(x: torch.Tensor, w: torch.Tensor, act: str = "token", weight: st
 
     Chapter 5, *Quantization*.
     """
-    _check_pair(x, w)
+    check_pair(x, w)
     if act not in ("tensor", "token") or weight not in ("tensor", "channel"):
         raise ValueError(f"act must be 'tensor' or 'token' and weight 'tensor' or 'channel', got {act!r}, {weight!r}")
     return _fake(x, act, bits) @ _fake(w, weight, bits).t()
@@ -74,7 +78,7 @@ def llm_int8_matmul(x: torch.Tensor, w: torch.Tensor, threshold: float = 6.0) ->
 
     Chapter 5, *Quantization*.
     """
-    _check_pair(x, w)
+    check_pair(x, w)
     cols = outlier_features(x, threshold)
     keep = torch.ones(x.shape[1], dtype=torch.bool, device=x.device)
     keep[cols] = False
@@ -90,7 +94,7 @@ def smooth(x: torch.Tensor, w: torch.Tensor, alpha: float = 0.5) -> tuple[torch.
 
     Chapter 5, *Quantization*.
     """
-    _check_pair(x, w)
+    check_pair(x, w)
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must be between 0 and 1 (0.5 in the paper), got {alpha!r}")
     ax = x.abs().amax(0).clamp(min=1e-5)
@@ -115,7 +119,7 @@ def with_outlier_feature(x: torch.Tensor, w: torch.Tensor, feature: int, factor:
 
     Chapter 5, *Quantization*.
     """
-    _check_pair(x, w)
+    check_pair(x, w)
     x, w = x.clone(), w.clone()
     x[:, feature] *= factor
     w[:, feature] /= factor
@@ -160,7 +164,7 @@ def compare_methods(x: torch.Tensor, w: torch.Tensor, threshold: float = 6.0, al
 
     Chapter 5, *Quantization*.
     """
-    _check_pair(x, w)
+    check_pair(x, w)
     ref = x @ w.t()
 
     def zeroed(xq: torch.Tensor) -> float:
@@ -195,7 +199,7 @@ def with_token_outliers(x: torch.Tensor, w: torch.Tensor, feature: int, low: flo
 
     Chapter 5, *Quantization*.
     """
-    _check_pair(x, w)
+    check_pair(x, w)
     if not 0 <= feature < x.shape[1]:
         raise ValueError(f"feature must be a column of X, 0 .. {x.shape[1] - 1}, got {feature!r}")
     if not 0 < low <= high:

@@ -6,12 +6,29 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
-__all__ = ["Question"]
+__all__ = ["PHRASES", "Question"]
+
+#: The feedback's words by language ("en", "nl"); ``{…}`` fields are filled in by ``feedback``.
+PHRASES: dict[str, dict[str, str]] = {
+    "en": {"unanswered": "Not answered yet. {question}",
+           "not_a_number": "Your answer {answer!r} is not a number; give a number in {unit}.",
+           "any_unit": "the asked unit", "right": "Correct: {shown}{unit}.",
+           "wrong": "Not quite: {shown}{unit} is too {direction}.{because} Hint: {hint}",
+           "high": "high", "low": "low", "because": " This is what you get if you {why}."},
+    "nl": {"unanswered": "Nog niet beantwoord. {question}",
+           "not_a_number": "Je antwoord {answer!r} is geen getal; geef een getal in {unit}.",
+           "any_unit": "de gevraagde eenheid", "right": "Goed: {shown}{unit}.",
+           "wrong": "Nog niet: {shown}{unit} is {direction}.{because} Tip: {hint}",
+           "high": "te hoog", "low": "te laag", "because": " Dat krijg je als je {why}."},
+}
 
 
 @dataclass
 class Question:
     """A question whose answer is a number, checked within a relative tolerance, with a hint.
+
+    ``misconceptions`` pairs a recorded wrong answer with the reasoning that produces it; an answer
+    within ``rel_tol`` of one is told that reasoning. ``language`` picks the feedback's words.
 
     Used by the library's other modules.
     """
@@ -22,6 +39,11 @@ class Question:
     rel_tol: float = 0.02
     hint: str = ""
     misconceptions: tuple[tuple[float, str], ...] = ()
+    language: str = "en"
+
+    def __post_init__(self) -> None:
+        if self.language not in PHRASES:
+            raise ValueError(f"language must be one of {sorted(PHRASES)}, got {self.language!r}")
 
     def misconception(self, answer: float) -> str | None:
         """The reasoning that produces ``answer``, if it is one of the recorded wrong answers."""
@@ -32,20 +54,23 @@ class Question:
 
     def feedback(self, answer: float | None) -> tuple[bool, str]:
         """Whether ``answer`` is right, and the feedback to show (None means not answered yet)."""
+        say = PHRASES[self.language]
         if answer is None:
-            return False, f"Not answered yet. {self.question}"
+            return False, say["unanswered"].format(question=self.question)
         try:
             value = float(answer)
         except (TypeError, ValueError):
-            return False, f"Your answer {answer!r} is not a number; give a number in {self.unit or 'the asked unit'}."
+            return False, say["not_a_number"].format(answer=answer, unit=self.unit or say["any_unit"])
         expected = self.solution()
         unit = f" {self.unit}" if self.unit else ""
+        shown = f"{value:.6g}".replace(".", ",") if self.language == "nl" else f"{value:,.6g}"
         if math.isclose(value, expected, rel_tol=self.rel_tol):
-            return True, f"Correct: {value:,.6g}{unit}."
-        direction = "high" if value > expected else "low"
+            return True, say["right"].format(shown=shown, unit=unit)
         why = self.misconception(value)
-        because = f" This is what you get if you {why}." if why is not None else ""
-        return False, f"Not quite: {value:,.6g}{unit} is too {direction}.{because} Hint: {self.hint}"
+        because = say["because"].format(why=why) if why is not None else ""
+        direction = say["high"] if value > expected else say["low"]
+        return False, say["wrong"].format(shown=shown, unit=unit, direction=direction,
+                                          because=because, hint=self.hint)
 
     def check(self, answer: float | None) -> None:
         """Print the feedback on a learner's answer."""

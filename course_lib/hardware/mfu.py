@@ -33,7 +33,6 @@ machine's measured FP32 peak (:mod:`course_lib.hardware.profile`).
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -166,9 +165,7 @@ class Utilisation:
     def __post_init__(self) -> None:
         positive(self.tokens, "tokens", integer=True)
         for name in ("seconds", "model_flops_per_token", "hardware_flops_per_token", "peak"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-                raise ValueError(f"{name} must be a positive number, got {value!r}")
+            positive(getattr(self, name), name)
 
     @property
     def tokens_per_second(self) -> float:

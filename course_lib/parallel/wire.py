@@ -23,6 +23,8 @@ from typing import Any
 
 import torch
 
+from course_lib.parallel import cost_model
+
 __all__ = ["COUNTS_TCP", "GLOO_HEADER", "AllGatherClock", "WireBytes", "WireSnapshot",
            "ring_sent", "step_ring_sent", "wire_snapshot"]
 
@@ -133,12 +135,12 @@ def ring_sent(kind: str, n_bytes: float, group_size: int, backend: str = "nccl")
 
     Chapter 9, *Sharding with ZeRO and FSDP*.
     """
-    factors = {"all-gather": 1, "reduce-scatter": 2 if backend == "gloo" else 1, "all-reduce": 2}
-    if kind not in factors:
-        raise ValueError(f"kind must be one of {sorted(factors)}, got {kind!r}.")
+    halves = {"all-gather": 1, "reduce-scatter": 2 if backend == "gloo" else 1, "all-reduce": 2}
+    if kind not in halves:
+        raise ValueError(f"kind must be one of {sorted(halves)}, got {kind!r}.")
     if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
         raise ValueError(f"group_size must be a whole number >= 1, got {group_size!r}.")
-    return factors[kind] * n_bytes * (group_size - 1) / group_size
+    return halves[kind] / 2 * cost_model.ring_allreduce_bytes(n_bytes, group_size)
 
 
 def step_ring_sent(volume: dict[str, int], group_size: int, backend: str = "nccl") -> float:
