@@ -184,3 +184,16 @@ def test_questions_name_a_recorded_misconception():
     ok, text = q.feedback(32.0)
     assert not ok and "This is what you get if you count bits instead of bytes." in text
     assert "what you get" not in q.feedback(5.0)[1] and math.isclose(q.solution(), 4.0)
+
+
+def test_a_worked_solution_must_pass(capsys):
+    EXERCISE(absmax_int8, must_pass=True)
+    assert capsys.readouterr().out.startswith("Passed")
+    with pytest.raises(AssertionError, match="worked solution of absmax_int8 fails"):
+        EXERCISE(half_away, must_pass=True)
+    EXERCISE(half_away)  # a learner's wrong answer only shows its feedback
+
+
+def test_a_tuple_of_tensors_shows_each_tensor():
+    text = summarize((torch.zeros(2, 3, dtype=torch.long), torch.tensor([-100, 7])))
+    assert text == "(tensor of shape (2, 3), int64: [0, 0, 0, 0, 0, 0]; tensor of shape (2,), int64: [-100, 7])"

@@ -116,3 +116,17 @@ def test_bad_input_exits_2_with_a_message(tmp_path, capsys):
     assert grading.main(["grade", str(tmp_path / "bad.ipynb")]) == 2
     assert "not a readable notebook" in capsys.readouterr().err
     assert grading.main(["learner-copies", str(tmp_path / "x"), "--source", str(tmp_path / "nowhere")]) == 2
+
+
+def test_a_real_chapter_half_solved_grades_its_solved_exercise_pass_and_the_rest_not_yet(tmp_path):
+    source = Path(__file__).resolve().parents[1] / "notebooks" / "04_quantizing_pi.ipynb"
+    copy = grading.learner_copy(source, tmp_path / "04_quantizing_pi.ipynb")
+    nb = nbformat.read(copy, as_version=4)
+    stubs = [c for c in nb.cells if "exercise" in c.metadata.get("tags", [])]
+    solution = next(c for c in nbformat.read(source, as_version=4).cells if "solution" in c.metadata.get("tags", []))
+    stubs[0].source = solution.source.replace(", must_pass=True", "")  # the learner solved the first one
+    nbformat.write(nb, copy)
+    rows = grading.grade_notebook(copy, timeout_s=120)
+    assert len(rows) == len(stubs) >= 3
+    assert rows[0].result == "pass" and rows[0].feedback.startswith("Passed")
+    assert all(r.result == "not yet" and r.feedback.startswith(("Not done yet", "Not answered yet")) for r in rows[1:])

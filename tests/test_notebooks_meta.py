@@ -34,8 +34,11 @@ def test_outputs_are_committed_and_clean(path):
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert all(c.outputs for c in code if "NBVAL_CHECK_OUTPUT" in c.source), "execute the notebook and commit outputs"
     assert not any(o.output_type == "error" for c in code for o in c.outputs)
-    # No function or class is defined in a notebook: the library computes, notebooks teach.
+    # No function or class is defined in a notebook: the library computes, notebooks teach. The one
+    # exception: the learner's stub (cell tag `exercise`) and its worked answer (tag `solution`).
     for c in code:
+        if {"exercise", "solution"} & set(c.metadata.get("tags", [])):
+            continue
         for line in c.source.splitlines():
             assert not line.lstrip().startswith(("def ", "class ")), (
                 f"{path.name}: define {line.strip()!r} in course_lib, not in the notebook"

@@ -13,6 +13,7 @@ pinned ref are written in one place. Run from the repository root:
 
 from __future__ import annotations
 
+import importlib
 import resource
 import sys
 import time
@@ -113,6 +114,13 @@ def setup_source() -> str:
     )
 
 
+#: A worked solution (cell tag ``solution``) is collapsed in the book under a button saying so.
+SOLUTION_PROMPTS = {
+    "en": {"code_prompt_show": "Show the worked solution", "code_prompt_hide": "Hide the worked solution"},
+    "nl": {"code_prompt_show": "Toon de uitgewerkte oplossing", "code_prompt_hide": "Verberg de uitgewerkte oplossing"},
+}
+
+
 def _tagged(nb, tag: str):
     return [c for c in nb.cells if tag in c.get("metadata", {}).get("tags", [])]
 
@@ -132,6 +140,12 @@ def stamp(path: Path, write: bool = True) -> bool:
         setup_cells = [cell]
     badge_cells[0].source = badges_markdown(notebook_name(path))
     setup_cells[0].source = setup_source()
+    language = "nl" if path.parent.name == "nl" else "en"
+    for cell in _tagged(nb, "solution"):  # collapsed in the book: code hidden, its "Passed" shown
+        if "hide-input" not in cell.metadata.tags:
+            cell.metadata.tags.append("hide-input")
+        cell.metadata["mystnb"] = dict(SOLUTION_PROMPTS[language])
+        cell.metadata.setdefault("jupyter", {})["source_hidden"] = True  # collapsed in JupyterLab too
     after = nbformat.writes(nb)
     if write and after != before:
         nbformat.write(nb, path)
@@ -185,17 +199,37 @@ def readme_table() -> str:
     return "\n".join(rows)
 
 
+_EXERCISES_START, _EXERCISES_END = "<!-- exercise-list:start -->", "<!-- exercise-list:end -->"
+
+
+def exercise_list() -> str:
+    """The README's list of every chapter's exercises, read from the lab modules: names and misconceptions."""
+    from course_lib.exercises.checker import Exercise
+    from course_lib.exercises.predictions import Prediction
+
+    rows = ["| # | code exercises (the misconceptions their checkers name) | predict, then measure (tolerance) |",
+            "|---|---|---|"]
+    labs = [(number, f"ch{number:02d}_lab") for number, _, name in CHAPTERS if (NOTEBOOK_DIR / name).exists()]
+    labs += [(name.split("/")[0], f"{name.split('/')[0]}_lab") for _, _, name, _ in EDITIONS]
+    for number, module in labs:
+        items = vars(importlib.import_module(f"course_lib.chapters.{module}")).values()
+        code = [f"`{e.name}` ({', '.join(m.name for m in e.misconceptions)})" for e in items if isinstance(e, Exercise)]
+        guess = [f"`{p.name}` (±{p.rel_tol:.0%})" for p in items if isinstance(p, Prediction)]
+        rows.append(f"| {number} | {'; '.join(code)} | {'; '.join(guess)} |")
+    return "\n".join(rows)
+
+
 def _between(text: str, start: str, end: str, body: str) -> str:
     i, j = text.index(start) + len(start), text.index(end)
     return text[:i] + "\n" + body + "\n" + text[j:]
 
 
 def stamp_lists(write: bool = True) -> list[str]:
-    """Write _toc.yml and the README's chapter table from PARTS; the names of the files that changed."""
+    """Write _toc.yml, the README's chapter table (from PARTS) and exercise list (from the labs); the files that changed."""
     changed = []
-    for path, new in ((TOC, toc_yaml()),
-                      (README, _between(README.read_text(encoding="utf-8"), _TABLE_START, _TABLE_END,
-                                        readme_table()))):
+    readme = _between(README.read_text(encoding="utf-8"), _TABLE_START, _TABLE_END, readme_table())
+    readme = _between(readme, _EXERCISES_START, _EXERCISES_END, exercise_list())
+    for path, new in ((TOC, toc_yaml()), (README, readme)):
         if path.read_text(encoding="utf-8") != new:
             changed.append(path.relative_to(ROOT).as_posix())
             if write:

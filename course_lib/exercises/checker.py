@@ -31,7 +31,7 @@ PHRASES = {
         "not_done": "Not done yet: {name} still raises NotImplementedError. Write its body, then run "
                     "this cell again.",
         "wrong": "Not quite: {name} is wrong on the case {label!r}.",
-        "input": "input", "expected": "expected", "got": "got",
+        "input": "input", "expected": "expected", "got": "got", "tensor": "tensor of shape {shape}, {dtype}",
         "misconception": "Known misconception, {name}: this is what you get if you {explain}.",
         "raised": "Your code raised {error} on the case {label!r}",
         "at": "at line {line} of {function}: {source}",
@@ -43,7 +43,7 @@ PHRASES = {
         "not_done": "Nog niet gedaan: {name} geeft nog NotImplementedError. Schrijf de inhoud van de "
                     "functie en voer deze cel opnieuw uit.",
         "wrong": "Nog niet goed: {name} klopt niet in het geval {label!r}.",
-        "input": "invoer", "expected": "verwacht", "got": "gekregen",
+        "input": "invoer", "expected": "verwacht", "got": "gekregen", "tensor": "tensor met vorm {shape}, {dtype}",
         "misconception": "Bekende misvatting, {name}: dat krijg je als je {explain}.",
         "raised": "Je code gaf {error} in het geval {label!r}",
         "at": "op regel {line} van {function}: {source}",
@@ -124,7 +124,7 @@ def same(expected: Any, got: Any, rtol: float = 1e-5, atol: float = 1e-8) -> boo
     return type(got) is type(expected) and got == expected
 
 
-def summarize(value: Any, items: int = 6) -> str:
+def summarize(value: Any, items: int = 6, language: str = "en") -> str:
     """A short text for a value in feedback: tensors as shape, dtype and their first few values.
 
     Used by the library's other modules.
@@ -134,9 +134,13 @@ def summarize(value: Any, items: int = 6) -> str:
         shown = ", ".join(f"{v:.6g}" if isinstance(v, float) else str(v) for v in flat[:items])
         more = ", ..." if len(flat) > items else ""
         dtype = str(value.dtype).removeprefix("torch.")
-        return f"tensor of shape {tuple(value.shape)}, {dtype}: [{shown}{more}]"
+        return PHRASES[language]["tensor"].format(shape=tuple(value.shape), dtype=dtype) + f": [{shown}{more}]"
     if isinstance(value, (list, tuple)) and len(value) > items:
-        return f"{type(value).__name__} of {len(value)}: " + summarize(type(value)(value[:items]))[:-1] + ", ...]"
+        head = summarize(type(value)(value[:items]), items, language)
+        return f"{type(value).__name__} of {len(value)}: " + head[:-1] + ", ...]"
+    if isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
+        inner = "; ".join(summarize(v, items, language) for v in value)  # each tensor by shape, dtype, values
+        return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
     if isinstance(value, float):
         return f"{value:.6g}"
     text = repr(value)
@@ -282,8 +286,8 @@ class Exercise:
         say = PHRASES[self.language]
         lines = [say["wrong"].format(name=self.name, label=case.label),
                  f"  {say['input']}: {self._inputs(case)}",
-                 f"  {say['expected']}: {summarize(expected)}",
-                 f"  {say['got']}: {summarize(got)}"]
+                 f"  {say['expected']}: {summarize(expected, language=self.language)}",
+                 f"  {say['got']}: {summarize(got, language=self.language)}"]
         for known in self.misconceptions:
             try:
                 wrong = known.wrong(*copy.deepcopy(case.args), **copy.deepcopy(case.kwargs))
@@ -294,11 +298,14 @@ class Exercise:
                 return Feedback(self.name, False, "\n".join(lines), case.label, known.name)
         return Feedback(self.name, False, "\n".join(lines), case.label)
 
-    @staticmethod
-    def _inputs(case: Case) -> str:
-        shown = [summarize(a) for a in case.args] + [f"{k}={summarize(v)}" for k, v in case.kwargs.items()]
+    def _inputs(self, case: Case) -> str:
+        shown = ([summarize(a, language=self.language) for a in case.args]
+                 + [f"{k}={summarize(v, language=self.language)}" for k, v in case.kwargs.items()])
         return ", ".join(shown) or "(none)"
 
-    def __call__(self, fn: Callable[..., Any]) -> None:
-        """Check ``fn`` and display the feedback (:meth:`check` returns it instead)."""
-        show(self.check(fn))
+    def __call__(self, fn: Callable[..., Any], must_pass: bool = False) -> None:
+        """Check ``fn`` and display the feedback; ``must_pass`` (a worked solution's cell) raises if it fails."""
+        feedback = self.check(fn)
+        show(feedback)
+        if must_pass and not feedback.passed:
+            raise AssertionError(f"the worked solution of {self.name} fails its checker:\n{feedback.message}")

@@ -35,6 +35,7 @@ __all__ = [
     "causal_lm_batch",
     "context_free_loss",
     "mask_tokens",
+    "mask_with_draws",
     "masked_lm_batch",
     "objective_batch",
     "random_spans_noise_mask",
@@ -204,22 +205,44 @@ def mask_tokens(
         special_tokens_mask = torch.isin(input_ids, torch.tensor(specials, dtype=input_ids.dtype))
     special_tokens_mask = special_tokens_mask.bool()
 
-    selected = (torch.rand(input_ids.shape, generator=g) < mlm_probability) & ~special_tokens_mask
+    select = torch.rand(input_ids.shape, generator=g)
     action = torch.rand(input_ids.shape, generator=g)
+    ordinary = torch.tensor(
+        sorted(set(range(len(tokenizer))) - set(specials)), dtype=torch.long
+    )
+    random_ids = ordinary[torch.randint(len(ordinary), input_ids.shape, generator=g)]
+    return mask_with_draws(input_ids, special_tokens_mask, select, action, random_ids, int(mask_id),
+                           mlm_probability=mlm_probability, mask_replace_prob=mask_replace_prob,
+                           random_replace_prob=random_replace_prob)
+
+
+def mask_with_draws(
+    input_ids: torch.Tensor,
+    special: torch.Tensor,
+    select: torch.Tensor,
+    action: torch.Tensor,
+    random_ids: torch.Tensor,
+    mask_id: int,
+    *,
+    mlm_probability: float = 0.15,
+    mask_replace_prob: float = 0.8,
+    random_replace_prob: float = 0.1,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """BERT's masking rule on given uniform draws: select where ``select < p``, then mask / randomise / keep by ``action``.
+
+    The core of :func:`mask_tokens`, which draws ``select``, ``action`` and ``random_ids`` from its
+    generator; special tokens are never selected. Returns the new inputs and the labels.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    selected = (select < mlm_probability) & ~special.bool()
     to_mask = selected & (action < mask_replace_prob)
     to_random = (
         selected & (action >= mask_replace_prob)
         & (action < mask_replace_prob + random_replace_prob)
     )
-
-    ordinary = torch.tensor(
-        sorted(set(range(len(tokenizer))) - set(specials)), dtype=torch.long
-    )
-    random_ids = ordinary[torch.randint(len(ordinary), input_ids.shape, generator=g)]
-
-    inputs = input_ids.clone()
-    inputs[to_mask] = int(mask_id)
-    inputs[to_random] = random_ids[to_random]
+    inputs = torch.where(to_mask, torch.full_like(input_ids, mask_id), input_ids)
+    inputs = torch.where(to_random, random_ids.to(input_ids.dtype), inputs)
     labels = torch.where(selected, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
     return inputs, labels
 

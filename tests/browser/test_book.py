@@ -1,6 +1,9 @@
 """The built book, opened in chromium with every non-loopback request blocked: widgets, plots, maths render."""
 
+import nbformat
 import pytest
+
+from .conftest import ROOT
 
 pytestmark = pytest.mark.browser
 
@@ -203,3 +206,39 @@ def test_dutch_edition_renders_offline_with_its_widgets_in_dutch(offline_page, b
     assert "= 3,142578125" in explorer.locator("[data-role=anatomy]").inner_text()  # a sentence: decimal comma
     assert "Nederlandstalige editie" in page.locator("nav").first.inner_text()
     assert_chapter_complete(page, "Kwantisatie: minder bits per getal", 1)
+
+
+LAB_PAGES = ["01_pretraining_objectives", "02_memory_wall", "03_number_formats", "04_quantizing_pi",
+             "05_quantization", "06_pruning", "07_gptq", "08_ddp", "09_zero_fsdp", "10_hardware",
+             "nl/kwantisatie"]
+
+
+@pytest.mark.parametrize("notebook", LAB_PAGES)
+def test_every_exercise_shows_its_stub_and_a_collapsed_worked_solution(offline_page, book_server, notebook):
+    cells = nbformat.read(ROOT / "notebooks" / f"{notebook}.ipynb", as_version=4).cells
+    stubs = [c for c in cells if "exercise" in c.metadata.get("tags", [])]
+    dutch = notebook.startswith("nl/")
+    page = offline_page
+    chapter_text(page, book_server, notebook)
+    # Each stub ran in the build: its feedback says "not done yet" (or "not answered yet").
+    waiting = ("Nog niet gedaan", "Nog niet beantwoord") if dutch else ("Not done yet", "Not answered yet")
+    feedback = page.locator(".cell.tag_exercise .cell_output")
+    assert feedback.count() == len(stubs) >= 3
+    for i in range(feedback.count()):
+        assert feedback.nth(i).inner_text().startswith(waiting), feedback.nth(i).inner_text()
+    # Each worked solution is collapsed: its code hidden until a click, its passing feedback shown.
+    solutions = page.locator(".cell.tag_solution")
+    assert solutions.count() == len(stubs)
+    show = "Toon de uitgewerkte oplossing" if dutch else "Show the worked solution"
+    for i in range(solutions.count()):
+        cell = solutions.nth(i)
+        code = cell.locator(".cell_input")
+        assert not code.is_visible()
+        assert cell.locator("details").evaluate("d => !d.open")
+        summary = cell.locator("summary")
+        assert show in summary.inner_text()
+        summary.click()
+        code.wait_for(state="visible", timeout=5_000)
+        assert "must_pass=True" in code.inner_text()
+        passed = ("Geslaagd", "Goed") if dutch else ("Passed", "Right")
+        assert cell.locator(".cell_output").inner_text().startswith(passed)

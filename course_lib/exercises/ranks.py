@@ -1,0 +1,273 @@
+"""Distributed exercises of chapters 8 and 9: the learner's function, sent as source to real ranks.
+
+A function defined in a notebook cell cannot be pickled to another process, but its source can be
+read (``inspect.getsource``) and run there. :class:`RankExercise` starts the ranks once for all
+hidden cases (:func:`course_lib.parallel.launch.launch`, with its timeout, which leaves no process
+behind); each rank joins a gloo group, builds its own inputs of every case, and runs the library's
+reference, each known misconception and, last, the learner's function (:func:`run_programs`).
+An exception in the learner's code comes back as one line of feedback at the learner's own line
+(from the rank where it happened first), a hang as a clear stop.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import math
+import re
+import textwrap
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from course_lib.exercises.checker import PHRASES, Case, Exercise, Feedback, function_name, summarize
+from course_lib.parallel import launch
+
+__all__ = ["RankExercise", "learner_source", "run_programs"]
+
+TEXTS = {
+    "en": {"no_source": "The source of {name} cannot be read ({error}), and the ranks need it: "
+                        "define the function with def in a notebook cell (or a file), then run "
+                        "this cell again.",
+           "hang": "Stopped after {seconds:g} s: the {n} ranks running {name} did not finish the "
+                   "hidden cases and were stopped. A rank that waits for a message no rank sends "
+                   "waits forever: give every send its receive on the other rank, and do not let "
+                   "every rank receive before it sends.",
+           "failed": "The ranks running {name} failed outside your code: {error}",
+           "on_rank": " (rank {rank})"},
+    "nl": {"no_source": "De broncode van {name} is niet te lezen ({error}), en de ranks hebben "
+                        "die nodig: definieer de functie met def in een notebookcel (of een "
+                        "bestand) en voer deze cel opnieuw uit.",
+           "hang": "Gestopt na {seconds:g} s: de {n} ranks die {name} uitvoeren werden niet klaar "
+                   "met de verborgen gevallen en zijn gestopt. Een rank die wacht op een bericht "
+                   "dat niemand stuurt, wacht eeuwig: geef elke send zijn receive op de andere "
+                   "rank, en laat niet elke rank eerst ontvangen.",
+           "failed": "De ranks die {name} uitvoeren faalden buiten je code: {error}",
+           "on_rank": " (rank {rank})"},
+}
+
+_GLOO_PATH = re.compile(r"\[[^\]\s]*\.(?:cc|cpp|h):\d+\] ")  # gloo's "[/path/file.cc:78] "
+
+
+def learner_source(fn: Callable[..., Any]) -> tuple[str, str, int]:
+    """The source of ``fn`` (dedented), its file name and first line; a clear ValueError if unreadable.
+
+    Used by the library's other modules.
+    """
+    code = getattr(fn, "__code__", None)
+    if code is None or not inspect.isfunction(fn) or fn.__name__ == "<lambda>":
+        raise ValueError(f"{function_name(fn)} is not a function written with def, whose source "
+                         "can be sent to the ranks")
+    try:
+        lines, first = inspect.getsourcelines(fn)
+    except (OSError, TypeError) as err:
+        raise ValueError(str(err)) from None
+    return textwrap.dedent("".join(lines)), code.co_filename, max(first, 1)
+
+
+def _is_stub(source: str) -> bool:
+    """Whether the function's body is only a docstring and ``raise NotImplementedError``."""
+    try:
+        body = ast.parse(source).body[0].body
+    except (SyntaxError, IndexError, AttributeError):
+        return False
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    if len(body) != 1 or not isinstance(body[0], ast.Raise) or body[0].exc is None:
+        return False
+    exc = body[0].exc.func if isinstance(body[0].exc, ast.Call) else body[0].exc
+    return isinstance(exc, ast.Name) and exc.id == "NotImplementedError"
+
+
+def _program(fn: Callable[..., Any]) -> dict[str, Any]:
+    """How a rank finds ``fn``: by import for the library's own functions, else by its source."""
+    module, qualname = getattr(fn, "__module__", None) or "", getattr(fn, "__qualname__", "")
+    if module.startswith("course_lib.") and "<locals>" not in qualname:
+        return {"target": f"{module}:{qualname}"}
+    source, file, line = learner_source(fn)
+    return {"name": fn.__name__, "source": source, "file": file, "line": line}
+
+
+def _function(program: dict[str, Any]) -> Callable[..., Any]:
+    if "target" in program:
+        module, _, name = program["target"].partition(":")
+        found: Any = importlib.import_module(module)
+        for part in name.split("."):
+            found = getattr(found, part)
+        return found
+    namespace = {"torch": torch, "math": math, "np": np, "dist": dist, "__name__": "__learner__"}
+    padded = "\n" * (program["line"] - 1) + program["source"]  # the learner's line numbers
+    exec(compile(padded, program["file"], "exec"), namespace)
+    return namespace[program["name"]]
+
+
+def _copied(value: Any) -> Any:
+    """``value`` with its tensors detached, contiguous copies (a view would send its whole storage)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().clone()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_copied(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _copied(v) for k, v in value.items()}
+    return value
+
+
+def _error(err: BaseException, program: dict[str, Any]) -> dict[str, Any]:
+    """What went wrong, for the checker: the error, the learner's line and source, the time."""
+    line = None
+    tb = err.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == program.get("file"):
+            number = tb.tb_lineno
+            text = program["source"].splitlines()[number - program["line"]].strip()
+            line = (number, text)
+        tb = tb.tb_next
+    message = _GLOO_PATH.sub("", str(err))
+    return {"error": f"{type(err).__name__}: {textwrap.shorten(message, 240)}", "line": line,
+            "not_done": isinstance(err, NotImplementedError), "at": time.time()}
+
+
+def run_programs(programs: list[dict[str, Any]], cases: list[dict[str, Any]], inputs: str,
+                 collective_timeout: float = 10.0) -> list[list[dict[str, Any]]]:
+    """Worker: run each program on each case's inputs for this rank; outcomes per program, per case.
+
+    ``inputs`` ("module:function") builds this rank's arguments of a case,
+    ``function(rank, world_size, *args, **kwargs)``. An outcome is ``{"value": ...}`` or an
+    error with the line it came from. A program that raises stops there, and so do the programs
+    after it: its messages may be left half-sent. A collective that waits more than ``collective_timeout`` seconds raises.
+
+    Used by the library's other modules.
+    """
+    worker = launch.init_worker(timeout=collective_timeout)
+    make = _function({"target": inputs})
+    outcomes: list[list[dict[str, Any]]] = []
+    for program in programs:
+        mine: list[dict[str, Any]] = []
+        outcomes.append(mine)
+        try:
+            fn = _function(program)
+        except Exception as err:  # noqa: BLE001 - the learner's source itself failed
+            mine.append(_error(err, program))
+            return outcomes
+        for case in cases:
+            args = make(worker.rank, worker.world_size, *case["args"], **case["kwargs"])
+            try:
+                mine.append({"value": _copied(fn(*args))})
+            except Exception as err:  # noqa: BLE001 - reported at the learner's line
+                mine.append(_error(err, program))
+                return outcomes
+    return outcomes
+
+
+@dataclass
+class RankExercise(Exercise):
+    """A code exercise whose function runs on ``nprocs`` real ranks (gloo), all cases in one launch.
+
+    Each :class:`Case` holds JSON arguments for ``inputs`` ("module:function"), which builds
+    every rank's own arguments (see :func:`run_programs`); the reference and the misconceptions'
+    wrong functions run on the ranks too. A case's answer is the list of what the ranks returned,
+    in rank order.
+
+    Used by the library's other modules.
+    """
+
+    inputs: str = ""
+    nprocs: int = 2
+    launch_timeout: float = 60.0
+    collective_timeout: float = 10.0
+
+    def check(self, fn: Callable[..., Any]) -> Feedback:
+        """Run ``fn`` and the reference on every hidden case, on the ranks, and return the feedback."""
+        say, texts, name = PHRASES[self.language], TEXTS[self.language], function_name(fn)
+        try:
+            learner = _program(fn)
+        except ValueError as err:
+            return Feedback(self.name, False, texts["no_source"].format(name=name, error=err))
+        if _is_stub(learner.get("source", "")):
+            return Feedback(self.name, False, say["not_done"].format(name=name))
+        cases = self.cases() if callable(self.cases) else list(self.cases)
+        programs = [_program(self.reference), *(_program(m.wrong) for m in self.misconceptions),
+                    learner]
+        payload = [{"args": list(c.args), "kwargs": dict(c.kwargs)} for c in cases]
+        start = time.monotonic()
+        try:
+            ranks = launch.launch("course_lib.exercises.ranks:run_programs", self.nprocs,
+                                  {"programs": programs, "cases": payload, "inputs": self.inputs,
+                                   "collective_timeout": self.collective_timeout},
+                                  backend="gloo", timeout=self.launch_timeout, echo=False)
+        except launch.LaunchError as err:
+            if time.monotonic() - start >= self.launch_timeout:
+                text = texts["hang"].format(seconds=self.launch_timeout, n=self.nprocs, name=name)
+            else:
+                text = texts["failed"].format(name=name, error=err)
+            return Feedback(self.name, False, text)
+        for number in range(len(programs) - 1):  # the course's own programs must not fail
+            for index in range(len(cases)):
+                failed = self._outcome(ranks, number, index)
+                if isinstance(failed, dict):
+                    raise RuntimeError(f"{self.name}: program {number} (0 is the reference, then "
+                                       f"the misconceptions) failed on the ranks: {failed}")
+        for index, case in enumerate(cases):
+            outcome = self._outcome(ranks, len(programs) - 1, index)
+            if isinstance(outcome, dict):  # the learner's code raised on a rank
+                return self._raised_on(outcome, name, case)
+            expected = self._outcome(ranks, 0, index)
+            if not self.matches(expected, outcome):
+                return self._wrong_on(ranks, case, index, expected, outcome)
+        labels = ", ".join(dict.fromkeys(c.label for c in cases))
+        return Feedback(self.name, True, say["passed"].format(name=self.name, n=len(cases),
+                                                               labels=labels))
+
+    @staticmethod
+    def _outcome(ranks: list[Any], program: int, case: int) -> list[Any] | dict[str, Any]:
+        """The values of one program on one case, in rank order; or its first error."""
+        found = [r[program][case] for r in ranks if len(r) > program and len(r[program]) > case]
+        errors = [dict(o, rank=rank) for rank, o in enumerate(found) if "error" in o]
+        if errors:
+            return min(errors, key=lambda e: e["at"])  # the first to fail; the others followed
+        if len(found) < len(ranks):  # a rank stopped before this case (after an error)
+            return {"error": "stopped", "line": None, "not_done": False, "rank": -1, "at": 0.0}
+        return [o["value"] for o in found]
+
+    def _raised_on(self, error: dict[str, Any], name: str, case: Case) -> Feedback:
+        say, texts = PHRASES[self.language], TEXTS[self.language]
+        if error["not_done"]:
+            return Feedback(self.name, False, say["not_done"].format(name=name), case.label)
+        text = say["raised"].format(error=error["error"], label=case.label)
+        text += texts["on_rank"].format(rank=error["rank"])
+        if error["line"] is not None:
+            text += "\n  " + say["at"].format(line=error["line"][0], function=name,
+                                              source=error["line"][1])
+        return Feedback(self.name, False, text + f"\n  {say['input']}: {self._inputs(case)}",
+                        case.label)
+
+    def _wrong_on(self, ranks: list[Any], case: Case, index: int, expected: list[Any],
+                  got: list[Any]) -> Feedback:
+        say = PHRASES[self.language]
+        rank = next((r for r, (e, g) in enumerate(zip(expected, got))
+                     if not self.matches(e, g)), 0)
+        lines = [say["wrong"].format(name=self.name, label=case.label),
+                 f"  {say['input']}: {self._inputs(case)}"]
+        if len(got) != len(expected):
+            lines += [f"  {say['expected']}: {summarize(expected, language=self.language)}",
+                      f"  {say['got']}: {summarize(got, language=self.language)}"]
+        else:
+            lines += [f"  {say['expected']} (rank {rank}): {summarize(expected[rank], language=self.language)}",
+                      f"  {say['got']} (rank {rank}): {summarize(got[rank], language=self.language)}"]
+        for number, known in enumerate(self.misconceptions, start=1):
+            wrong = self._outcome(ranks, number, index)
+            if (not isinstance(wrong, dict) and self.matches(wrong, got)
+                    and not self.matches(wrong, expected)):
+                lines.append(say["misconception"].format(name=known.name, explain=known.explain))
+                return Feedback(self.name, False, "\n".join(lines), case.label, known.name)
+        return Feedback(self.name, False, "\n".join(lines), case.label)
+
+    def _inputs(self, case: Case) -> str:
+        shown = [summarize(a, language=self.language) for a in case.args] + [f"{k}={v!r}" for k, v in case.kwargs.items()]
+        return ", ".join(shown) or "(none)"
+
