@@ -8,6 +8,7 @@ import dataclasses
 import importlib
 import re
 
+import nbformat
 import pytest
 
 from course_lib.exercises.checker import PHRASES, Exercise
@@ -49,6 +50,9 @@ def test_every_exercise_has_a_stub_and_a_collapsed_solution_in_its_notebook(name
         f"{path.name}: one cell tagged exercise per item of {name}")
     assert sorted(k for c in solutions for k in calls(c.source)) == sorted(items(lab_module(name))), (
         f"{path.name}: one cell tagged solution per item of {name}")
+    imports = [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"
+               and f"import {name} as lab" in c.source and not {"exercise", "solution"} & set(c.metadata.get("tags", []))]
+    assert imports, f"{path.name}: import {name} as lab in a cell of its own or the imports cell, which no answer replaces"
     for cell in solutions:
         assert "hide-input" in cell.metadata.tags, f"{path.name}: the book shows solutions collapsed"
         stamped = cell.metadata.get("mystnb", {}).get("code_prompt_show") and cell.metadata.get("jupyter", {}).get("source_hidden")
