@@ -130,3 +130,11 @@ def test_a_real_chapter_half_solved_grades_its_solved_exercise_pass_and_the_rest
     assert len(rows) == len(stubs) >= 3
     assert rows[0].result == "pass" and rows[0].feedback.startswith("Passed")
     assert all(r.result == "not yet" and r.feedback.startswith(("Not done yet", "Not answered yet")) for r in rows[1:])
+
+
+def test_a_named_misconception_reaches_the_table():
+    data = {"text/plain": "shown", MIME: {"exercise": "ring", "passed": False, "misconception": "sum vs mean",
+                                          "message": "Not quite: ring is wrong on the case 'random'.\n  input: ..."}}
+    nb = new_notebook(cells=[exercise("def ring(): ...", outputs=[new_output("display_data", data=data)])])
+    (row,) = grading.read_results(nb)
+    assert row.feedback == "Not quite: ring is wrong on the case 'random'. [misconception: sum vs mean]"

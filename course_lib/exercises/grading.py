@@ -85,7 +85,10 @@ def read_results(nb: nbformat.NotebookNode) -> list[GradeRow]:
             if result is None:
                 continue
             name = result["exercise"]
-            rows[name] = GradeRow(name, "pass" if result["passed"] else "not yet", _first_line(result["message"]))
+            feedback = _first_line(result["message"])
+            if result.get("misconception"):  # the line that names it is not the first
+                feedback += f" [misconception: {result['misconception']}]"
+            rows[name] = GradeRow(name, "pass" if result["passed"] else "not yet", feedback)
             pending = None
         if pending is not None and pending[0] != number and pending[1] is None:
             pending = (pending[0], _error_line(cell))  # the checker's own cell raised
