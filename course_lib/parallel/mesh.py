@@ -1,0 +1,355 @@
+"""Two dimensions: tensor parallel inside a node, data parallel across; also a script.
+
+Chapter 11 ("Beyond data parallelism: tensor and pipeline parallelism") arranges ``N``
+ranks as a 2-D device mesh of ``N / t`` data-parallel replicas by ``t`` tensor-parallel
+ranks (``init_device_mesh("cpu", (N / t, t), mesh_dim_names=("dp", "tp"))``).
+Consecutive ranks form a tensor-parallel group, and torchrun numbers the ranks of a node
+consecutively: the all-reduces of every block
+(:mod:`course_lib.parallel.tensor_parallel`) stay inside a node, on its fast links, and
+only the gradient all-reduce of data parallelism (``DistributedDataParallel`` over the
+mesh's ``dp`` group) crosses nodes, once per step.
+
+Each replica reads its rows of the global batch
+(:func:`course_lib.parallel.ddp.local_batches`); every rank of a replica reads the same
+rows. The course's one training loop (:func:`course_lib.text.training.train`) trains the
+model; its gradient clipping would see only a rank's shards, so the loop's own clipping
+is turned off and :class:`TensorParallelAdamW` clips by the norm of the whole gradient
+(:func:`course_lib.parallel.tensor_parallel_communications.grad_norm`) before each step,
+as Megatron-LM does. :func:`train_mesh` runs inside each rank (start it with
+:func:`course_lib.parallel.launch.launch`); the module is also the torchrun entry point,
+and :func:`two_nodes` starts it as two torchrun "nodes" on this machine::
+
+    torchrun --nnodes=2 --node-rank=0 --nproc-per-node=2 --rdzv-backend=c10d \\
+        --rdzv-endpoint=127.0.0.1:29500 -m course_lib.parallel.mesh --tp 2 --check
+    (and the same with --node-rank=1)
+
+With the c10d rendezvous torchrun numbers the nodes in the order they join (it says that
+it ignores ``--node-rank``); either way a node's ranks are consecutive, so a
+tensor-parallel group never spans two nodes. A port that is taken would leave torchrun
+waiting for its rendezvous: :func:`two_nodes` refuses it before starting anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import functools
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from course_lib.numbers import memory
+from course_lib.parallel import ddp, launch, tensor_parallel
+from course_lib.parallel.collectives import Collectives
+from course_lib.parallel.tensor_parallel_communications import (
+    collective_counts,
+    grad_norm,
+)
+from course_lib.text import course_model, data, training
+
+__all__ = ["MeshRank", "TensorParallelAdamW", "TwoNodeRun", "check_flags", "check_mesh",
+           "main", "run_many", "train_mesh", "two_nodes"]
+
+
+def check_mesh(world_size: int, tp: int, hidden: int, heads: int,
+               global_batch: int) -> int:
+    """The data-parallel replicas for ``tp``-way tensor parallelism; else say what fits.
+
+    Used by the library's other modules.
+    """
+    tensor_parallel.check_tensor_degree(tp, hidden, heads, world_size)
+    replicas = world_size // tp
+    if global_batch % replicas:
+        raise ValueError(f"a global batch of {global_batch} rows does not split across "
+                         f"the {replicas} data-parallel replicas ({world_size} ranks / "
+                         f"tensor degree {tp}); use a multiple of {replicas}.")
+    return replicas
+
+
+class TensorParallelAdamW(torch.optim.AdamW):
+    """AdamW that first clips the gradient by the norm over all tensor-parallel shards.
+
+    ``group`` is the tensor-parallel group, ``clip`` the largest norm (the recipe's).
+
+    Used by the library's other modules.
+    """
+
+    def __init__(self, params: Any, group: Any = None, clip: float = 1.0,
+                 **options: Any) -> None:
+        super().__init__(params, **options)
+        self.group, self.clip = group, clip
+
+    @torch.no_grad()
+    def step(self, closure: Any = None) -> Any:
+        """Clip as ``clip_grad_norm_`` would on the whole model, then take AdamW's step.
+        """
+        params = [p for group in self.param_groups for p in group["params"]]
+        norm = grad_norm(params, self.group)
+        scale = torch.clamp(self.clip / (norm + 1e-6), max=1.0)
+        for p in params:
+            if p.grad is not None:
+                p.grad.mul_(scale.to(p.grad.dtype))
+        return super().step(closure)
+
+
+@dataclass(frozen=True)
+class MeshRank:
+    """What one rank of :func:`train_mesh` measured.
+
+    Its rank, the group's size, its node (torchrun's ``GROUP_RANK``), its place in the
+    mesh (replica ``dp_rank`` of ``dp``, tensor rank ``tp_rank`` of ``tp``) and the
+    global ranks of its two groups; the loss of every step; the bytes of parameters,
+    gradients and optimizer states it held; the tensor-parallel collectives of one step
+    (by kind; DDP's all-reduce runs in C++, out of sight); and, with ``check``, the
+    largest difference of its parameters from one process trained on the global batch,
+    and that process's losses.
+
+    Used by the library's other modules.
+    """
+
+    rank: int
+    world_size: int
+    node: int
+    dp: int
+    tp: int
+    dp_rank: int
+    tp_rank: int
+    dp_group: tuple[int, ...]
+    tp_group: tuple[int, ...]
+    history: tuple[float, ...]
+    state_bytes: dict[str, int]
+    collectives: dict[str, int]
+    parameter_gap: float
+    reference_history: tuple[float, ...]
+
+
+def _reference_gap(model: torch.nn.Module, reference: torch.nn.Module,
+                   args: dict[str, Any], rank: int,
+                   dtype: str) -> tuple[float, tuple[float, ...]]:
+    """Rank 0 trains one process and sends its parameters: every rank's largest gap."""
+    device = next(model.parameters()).device  # NCCL sends only what is on the GPU
+    flat = ddp.flat_parameters(reference).to(device)
+    history = torch.zeros(args["steps"], dtype=torch.float64, device=device)
+    if rank == 0:
+        single = ddp.train_single(**args, dtype=dtype)
+        flat = single.parameters.to(device)
+        history = torch.tensor(single.history, dtype=torch.float64, device=device)
+    dist.broadcast(flat, 0)
+    dist.broadcast(history, 0)
+    torch.nn.utils.vector_to_parameters(flat.cpu(), reference.parameters())
+    expected = tensor_parallel.reference_shards(model, reference)
+    gap = torch.tensor([max(float((p.detach().cpu() - expected[n]).abs().max())
+                            for n, p in model.named_parameters())], device=device)
+    dist.all_reduce(gap, op=dist.ReduceOp.MAX)
+    return float(gap), tuple(history.tolist())
+
+
+def train_mesh(tp: int = 2, steps: int = 3, global_batch: int = 4, seq_len: int = 32,
+               lr: float = 3e-3, seed: int = 0, dtype: str = "float32",
+               check: bool = True) -> MeshRank:
+    """Worker: train the course's GPT-2 on a (dp, tp) mesh of all ranks; a MeshRank.
+
+    ``check``: rank 0 also trains one process on the global batch, and every rank
+    compares its parameters with its share of that process's.
+
+    Used by the library's other modules.
+    """
+    from torch.distributed.device_mesh import init_device_mesh
+
+    worker = launch.init_worker()
+    tokenizer = ddp.rank_tokenizer(worker)
+    config = course_model.course_model_config(tokenizer)
+    dp = check_mesh(worker.world_size, tp, config.n_embd, config.n_head, global_batch)
+    mesh = init_device_mesh(worker.device.type, (dp, tp), mesh_dim_names=("dp", "tp"))
+    tp_group, dp_group = mesh["tp"].get_group(), mesh["dp"].get_group()
+    model = ddp.fresh_model(tokenizer, seed, dtype, worker.device)
+    reference = copy.deepcopy(model).cpu() if check else None  # for the comparison
+    tensor_parallel.parallelize_model(model, tp_group)
+    gpu = [worker.device] if worker.device.type == "cuda" else None
+    replica = DistributedDataParallel(model, device_ids=gpu, process_group=dp_group)
+    recipe = ddp.recipe_for(steps, global_batch, seq_len, lr, seed, str(worker.device))
+    clipped = functools.partial(TensorParallelAdamW, group=tp_group, clip=recipe.clip)
+    states: dict[str, int] = {}
+
+    def observe(step: int, loss: float, optimizer: torch.optim.Optimizer) -> None:
+        calls.mark()
+        if step == 0:
+            states.update(memory.model_state_bytes(model, optimizer))
+
+    dp_rank = mesh.get_local_rank("dp")
+    with Collectives() as calls:
+        # the loop's own clipping is off (an infinite norm clips nothing): the optimizer
+        # clips, by the norm over all shards
+        history = training.train(replica, "gpt2", tokenizer,
+                                 dataclasses.replace(recipe, clip=math.inf),
+                                 batches=ddp.local_batches(tokenizer, recipe, dp,
+                                                           dp_rank),
+                                 optimizer=clipped, on_step=observe, progress=False)
+    gap, reference_losses = math.nan, ()
+    if check:
+        args = {"steps": steps, "global_batch": global_batch, "seq_len": seq_len,
+                "lr": lr, "seed": seed}
+        gap, reference_losses = _reference_gap(model, reference, args, worker.rank,
+                                               dtype)
+    node = int(os.environ.get("GROUP_RANK", worker.rank // int(
+        os.environ.get("LOCAL_WORLD_SIZE", worker.world_size))))
+    last_step = calls.per_step()[-1]
+    return MeshRank(worker.rank, worker.world_size, node, dp, tp, dp_rank,
+                    mesh.get_local_rank("tp"),
+                    tuple(dist.get_process_group_ranks(dp_group)),
+                    tuple(dist.get_process_group_ranks(tp_group)), tuple(history),
+                    states, collective_counts(r.kind for r in last_step), gap,
+                    reference_losses)
+
+
+def run_many(runs: Sequence[dict[str, Any]]) -> list[Any]:
+    """Worker: several of the chapter's rank functions in one process group.
+
+    Each run names its function, ``"run"``: ``"mesh"`` (:func:`train_mesh`),
+    ``"pipeline"`` (:func:`course_lib.parallel.pipeline.pipeline_step`) or ``"tensor"``
+    (:func:`course_lib.parallel.tensor_parallel.tp_block_check`); the other keys are its
+    arguments. Starting the ranks costs seconds; one launch runs them all.
+
+    Used by the library's other modules.
+    """
+    from course_lib.parallel import pipeline
+
+    workers = {"mesh": train_mesh, "pipeline": pipeline.pipeline_step,
+               "tensor": tensor_parallel.tp_block_check}
+    results = []
+    for run in runs:
+        options = dict(run)
+        name = options.pop("run", None)
+        if name not in workers:
+            raise ValueError(f"each run names its function as run=, one of "
+                             f"{', '.join(workers)}; got {name!r}.")
+        results.append(workers[name](**options))
+    return results
+
+
+def check_flags(args: argparse.Namespace, world_size: int) -> None:
+    """Refuse a tensor degree or a batch that does not fit the ranks, naming the flags.
+
+    Used by the library's other modules.
+    """
+    if args.seq_len > ddp.context_length():
+        raise ValueError(f"--seq-len {args.seq_len} is longer than the model's "
+                         f"context: use --seq-len {ddp.context_length()} or less.")
+    config = course_model.course_model_config(data.course_tokenizer())
+    try:
+        check_mesh(world_size, args.tp, config.n_embd, config.n_head, args.global_batch)
+    except ValueError as err:
+        raise ValueError(f"--tp {args.tp}, --global-batch {args.global_batch} on "
+                         f"{world_size} ranks: {err}") from None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The torchrun entry point: train on a (dp, tp) mesh; each rank's place; a check.
+
+    Used by the library's other modules.
+    """
+    parser = launch.RankArgumentParser(
+        prog="torchrun --nproc-per-node=N -m course_lib.parallel.mesh",
+        description="Train the course's GPT-2 with tensor parallelism inside groups "
+                    "of --tp ranks and data parallelism across them (gloo or NCCL).")
+    parser.add_argument("--tp", type=launch.whole_number(1), default=2,
+                        help="tensor-parallel degree: consecutive ranks, one node's")
+    parser.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    ddp.add_run_arguments(parser, steps=3)
+    parser.set_defaults(global_batch=4, seq_len=32)
+    args = ddp.parse_run_arguments(parser, argv, check_flags)
+    r = train_mesh(args.tp, args.steps, args.global_batch, args.seq_len, args.lr,
+                   args.seed, args.dtype, args.check)
+    launch.say(f"rank {r.rank}/{r.world_size} (node {r.node}, replica "
+               f"{r.dp_rank}/{r.dp}, tensor rank {r.tp_rank}/{r.tp}, tp group "
+               f"{list(r.tp_group)}, dp group {list(r.dp_group)}): final loss "
+               f"{r.history[-1]:.4f}, {r.collectives.get('all-reduce', 0)} "
+               "tensor-parallel all-reduces a step")
+    if args.check and r.rank == 0:
+        launch.say(f"one process on the global batch: max |difference| of the "
+                   f"parameters {r.parameter_gap:.2e}")
+    launch.shutdown()
+    return 0
+
+
+@dataclass(frozen=True)
+class TwoNodeRun:
+    """What :func:`two_nodes` got back: each node's exit status and output; the port.
+
+    Used by the library's other modules.
+    """
+
+    returncodes: tuple[int, ...]
+    outputs: tuple[str, ...]
+    port: int
+
+
+def _stop(processes: list[subprocess.Popen]) -> None:
+    """SIGTERM each torchrun (it stops its workers), SIGKILL what is left after 10 s."""
+    for sig, grace in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+        alive = [p for p in processes if p.poll() is None]
+        for p in alive:
+            try:
+                os.killpg(p.pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace
+        for p in alive:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+
+
+def two_nodes(args: Sequence[str] = (), nproc_per_node: int = 2,
+              port: int | None = None, timeout: float = 300.0,
+              module: str = "course_lib.parallel.mesh") -> TwoNodeRun:
+    """Run ``module`` as two torchrun "nodes" on this machine, meeting on ``port``.
+
+    Each node is a ``torchrun --nnodes=2 --node-rank=K`` process with ``nproc_per_node``
+    ranks of one thread each. Both are stopped, with their workers, after ``timeout``
+    seconds (:class:`~course_lib.parallel.launch.LaunchError`) or if this call is
+    interrupted; a busy ``port`` is refused before anything starts.
+
+    Used by the library's other modules.
+    """
+    port = launch.free_port() if port is None else launch.check_port(port)
+    launch.check_world_size(2 * nproc_per_node)
+    environ = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    processes: list[subprocess.Popen] = []
+    try:
+        for node in (0, 1):
+            command = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2",
+                       f"--node-rank={node}", f"--nproc-per-node={nproc_per_node}",
+                       "--rdzv-backend=c10d", f"--rdzv-endpoint={launch.HOST}:{port}",
+                       "-m", module, *args]
+            processes.append(subprocess.Popen(
+                command, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                text=True, start_new_session=True))
+        deadline, outputs = time.monotonic() + timeout, []
+        for p in processes:
+            try:
+                left = max(0.1, deadline - time.monotonic())
+                outputs.append(p.communicate(timeout=left)[0])
+            except subprocess.TimeoutExpired:
+                raise launch.LaunchError(
+                    f"the two torchrun nodes did not finish within {timeout:g} s and "
+                    "were stopped. Pass a larger timeout=, or fewer --steps.") from None
+    finally:
+        _stop(processes)
+    return TwoNodeRun(tuple(p.returncode for p in processes), tuple(outputs), port)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
