@@ -66,7 +66,8 @@ def test_a_changed_english_cell_names_the_dutch_cell_that_must_follow(copies):
         (DUTCH_CELL, NOTEBOOK, ENGLISH_CELL, "changed")
     ]
     message = found[0].message()
-    assert message.startswith(f"Dutch cell {DUTCH_CELL} ('# NBVAL_CHECK_OUTPUT') must follow {NOTEBOOK} cell {ENGLISH_CELL}")
+    assert message.startswith(f"Dutch cell {DUTCH_CELL} ('blok = torch.tensor(")
+    assert f"must follow {NOTEBOOK} cell {ENGLISH_CELL}" in message
     assert message.endswith("changed")
     assert dutch_sync.main(["--dutch", str(dutch), "--notebooks", str(notebooks)]) == 1
     # After the Dutch cell is updated, --accept records the new hash and the check passes again.

@@ -5,11 +5,16 @@ two ranks: results come back in rank order with rank-prefixed output, a failing 
 one raises LaunchError, leaves no process behind, and prints no absolute path of the repository; a
 rank that returns what cannot be sent back, or ends without returning, gets its own message; and
 when the launching process (a notebook's kernel) is killed, no rank, no process a rank started and
-no launch folder remains."""
+no launch folder remains. A failing rank's traceback arrives as one block, the
+LaunchError's message: cut to the learner's and the course's lines and the error, no
+process id, no machine path, lines of at most 88 characters; lines that come together
+print in one write."""
 
 from __future__ import annotations
 
 import argparse
+import collections
+import json
 import os
 import queue
 import re
@@ -25,7 +30,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from course_lib.parallel import launch
+from course_lib.parallel import failures, launch
 from course_lib.parallel.launch import LaunchError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -219,16 +224,29 @@ def test_hello_on_two_ranks_returns_results_in_rank_order(capsys):
 
 
 @pytest.mark.slow
-def test_failing_rank_raises_prints_its_traceback_and_leaves_no_process(capsys):
-    with pytest.raises(LaunchError, match="rank 1 failed"):
-        launch.launch(HELLO, 2, {"fail_on": 1}, timeout=120)
-    out = capsys.readouterr().out
-    assert re.search(r"^\[rank 1\] ValueError: rank 1 fails on purpose", out, re.MULTILINE)
-    assert re.search(r"^\[rank 1\] Traceback \(most recent call last\):", out, re.MULTILINE)
-    assert_no_repository_path(out)
-    pids = printed_pids(out)
-    assert len(pids) == 2
-    assert_all_gone(pids)
+@pytest.mark.parametrize("echo", [True, False])
+def test_failing_rank_raises_one_block_with_its_trimmed_traceback(capsys, echo):
+    """The rank's traceback comes as one LaunchError, not printed line by line."""
+    with pytest.raises(LaunchError, match="rank 1 failed") as info:
+        launch.launch(HELLO, 2, {"fail_on": 1}, timeout=120, echo=echo)
+    out, message = capsys.readouterr().out, str(info.value)
+    lines = message.splitlines()
+    assert lines[-1] == "ValueError: rank 1 fails on purpose, after the all-reduce"
+    frame = r'  File "course_lib/parallel/launch\.py", line \d+, in hello'
+    assert re.fullmatch(frame, lines[1])
+    assert lines[2].strip().startswith("raise ValueError(")
+    assert len(lines) == 4, message  # the launcher's own frame is left out
+    assert "Traceback" not in out and "ValueError" not in out  # none of it printed
+    assert "process" not in message  # no process id
+    assert all(len(line) <= 88 - len("LaunchError: ") for line in lines[:1])
+    assert all(len(line) <= 88 for line in lines)
+    assert_no_repository_path(out + message)
+    if echo:
+        pids = printed_pids(out)
+        assert len(pids) == 2
+        assert_all_gone(pids)
+    else:
+        assert out == ""
 
 
 @pytest.mark.slow
@@ -312,6 +330,14 @@ def os_exit_zero():
 
 def return_an_unknown_class():
     return OnlyTheRanksKnowIt()
+
+
+def all_reduce_without_a_group():
+    import torch
+    import torch.distributed as dist
+    if RANK == 1:
+        dist.all_reduce(torch.zeros(1))  # no process group joined: torch raises
+    return 0
 """
 
 
@@ -357,6 +383,82 @@ def test_a_result_this_process_cannot_unpickle_names_the_rank_and_the_fix(rank_f
     with pytest.raises(LaunchError, match=r"^rank 0's result cannot be read back here "
                        r"\(ModuleNotFoundError: No module named 'rank_functions'\)\. Return "):
         launch.launch("rank_functions:return_an_unknown_class", 2, timeout=60, echo=False)
+
+
+@pytest.mark.slow
+def test_an_error_raised_in_torch_shows_the_learners_line_not_torchs(rank_functions):
+    target = "rank_functions:all_reduce_without_a_group"
+    with pytest.raises(LaunchError) as info:
+        launch.launch(target, 2, timeout=60, echo=False)
+    lines = str(info.value).splitlines()
+    call = "dist.all_reduce(torch.zeros(1))  # no process group joined: torch raises"
+    number = [line.strip() for line in RANK_FUNCTIONS.splitlines()].index(call) + 1
+    assert lines[0].startswith("rank 1 failed")
+    assert lines[1] == (f'  File "rank_functions.py", line {number}, in '
+                        "all_reduce_without_a_group")
+    assert lines[2] == "    " + call
+    assert lines[3].startswith("ValueError: Default process group has not been")
+    message = str(info.value)
+    assert "torch/" not in message and str(rank_functions) not in message
+
+
+# --- what the launcher prints and raises, without processes ---------------------------
+
+def test_lines_that_come_together_are_printed_in_one_write_in_rank_order(monkeypatch):
+    writes: list[str] = []
+    monkeypatch.setattr(sys, "stdout", type("Out", (), {"write": writes.append,
+                                                        "flush": lambda self: None})())
+    lines: queue.Queue = queue.Queue()
+    for item in [(1, "one b"), (0, "zero a"), (1, "one c"), (0, "zero d")]:
+        lines.put(item)
+    tails = {0: collections.deque(maxlen=20), 1: collections.deque(maxlen=20)}
+    launch._drain(lines, echo=True, wait=0.05, tails=tails)
+    one_write = "[rank 0] zero a\n[rank 0] zero d\n[rank 1] one b\n[rank 1] one c\n"
+    assert writes == [one_write]
+    assert list(tails[1]) == ["one b", "one c"]
+
+
+def raise_through_json() -> None:
+    json.loads("[")  # raised in Python's json module, whose frames are left out
+
+
+def test_a_trimmed_traceback_keeps_the_course_and_test_lines_only():
+    try:
+        raise_through_json()
+    except ValueError as err:
+        text = failures.trimmed_traceback(err)
+    lines = text.splitlines()
+    assert lines[0].startswith('  File "tests/test_launch.py", line ')
+    assert lines[-3].endswith(", in raise_through_json")
+    assert lines[-2].startswith('    json.loads("[")  # raised in Python')
+    assert lines[-1].startswith("json.decoder.JSONDecodeError: Expecting value")
+    assert "json/decoder.py" not in text and str(ROOT) not in text
+
+
+def test_the_report_names_the_first_rank_to_fail_and_the_others_in_a_line(tmp_path):
+    (tmp_path / "rank1.traceback").write_text('  File "a.py", line 3, in f\n    g()\n'
+                                              "ValueError: the cause")
+    time.sleep(0.01)
+    for rank in (3, 0, 2):
+        (tmp_path / f"rank{rank}.traceback").write_text(
+            "  File ...\nRuntimeError: Connection closed by peer")
+    (tmp_path / "rank4.traceback").write_text("ValueError: another")
+    report = failures.failure_report(tmp_path, 0, 1, echo=True, tail=[])
+    assert report.splitlines() == [
+        "rank 1 failed, and the other ranks were stopped. Where it failed:",
+        '  File "a.py", line 3, in f', "    g()", "ValueError: the cause",
+        "(ranks 0, 2, 3 failed too: RuntimeError: Connection closed by peer)",
+        "(rank 4 failed too: ValueError: another)"]
+
+
+def test_a_rank_that_dies_without_a_traceback_gets_its_code_and_last_lines(tmp_path):
+    shown = failures.failure_report(tmp_path, 1, -11, echo=True, tail=["a", "b"])
+    said = " ".join(shown.split())
+    assert said == ("rank 1 failed (exit code -11) and the other ranks were stopped; "
+                    "its last lines are printed above")
+    assert all(len(line) <= 88 for line in shown.splitlines())
+    kept = failures.failure_report(tmp_path, 1, -11, echo=False, tail=["a", "b"])
+    assert kept.splitlines()[-2:] == ["a", "b"]
 
 
 # --- a killed launcher ----------------------------------------------------------------------------

@@ -226,3 +226,11 @@ def test_zero_on_one_gpu_is_noted_in_both_languages():
         calc = memory_calculator(language=language)
         calc.zero.value = 3
         assert html.escape(i18n.text("calc_note_zero_one_gpu", language)) in calc.result.value
+
+
+def test_the_calculator_carries_its_classes_for_the_book():
+    """The book's course_widgets.js writes the calculator's note in its language."""
+    english = set(memory_calculator()._dom_classes)
+    assert english >= {"course-memory-calculator", "course-lang-en"}
+    dutch = set(memory_calculator(language="nl")._dom_classes)
+    assert dutch >= {"course-memory-calculator", "course-lang-nl"}

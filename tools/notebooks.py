@@ -1,14 +1,15 @@
-"""Maintainers' tool for the course's notebooks: badges, setup cell, chapter list, execution.
+"""Maintainers' tool for the course's notebooks: badges, setup cell, chapter list, runs.
 
-Not part of the installed library (learners never need it). Every notebook opens with a badge
-cell and a setup cell stamped from :mod:`course_lib._about`, so the repository address and the
-pinned ref are written in one place. Run from the repository root:
+Not part of the installed library (learners never need it). Every notebook opens with a
+badge cell and a setup cell stamped from :mod:`course_lib._about`, so the repository
+address, the pinned ref and whether the course is published are written in one place.
+Run from the repository root:
 
-    .venv/bin/python tools/notebooks.py            # stamp badges, setup cells and book/intro.md
-    .venv/bin/python tools/notebooks.py --check    # report drift (exit 1), change nothing
-    .venv/bin/python tools/notebooks.py --execute  # stamp, then execute every notebook in place
-    .venv/bin/python tools/notebooks.py --execute 05_quantization.ipynb   # one notebook
-    .venv/bin/python tools/notebooks.py --execute nl/kwantisatie.ipynb    # the Dutch edition
+    .venv/bin/python tools/notebooks.py            # stamp notebooks, book pages, README
+    .venv/bin/python tools/notebooks.py --check    # report drift (exit 1)
+    .venv/bin/python tools/notebooks.py --execute  # stamp, then run every notebook
+    .venv/bin/python tools/notebooks.py --execute 05_quantization.ipynb   # one
+    .venv/bin/python tools/notebooks.py --execute nl/kwantisatie.ipynb    # Dutch
 """
 
 from __future__ import annotations
@@ -19,114 +20,236 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from string import Template
+from typing import NamedTuple
 
 import nbformat
 
-from course_lib._about import COLAB_REF, REPOSITORY
+from course_lib._about import COLAB_REF, PUBLISHED, REPOSITORY
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOK_DIR = ROOT / "notebooks"
 INTRO = ROOT / "book" / "intro.md"
-BADGE_TAG = "course-badges"
-
-#: The one list of the book's parts and chapters, in order: (caption, ((number, title, notebook), ...)).
-#: The book's _toc.yml, the landing page's chapter list and the README's chapter table are written
-#: from it (``tools/notebooks.py``; ``--check`` reports drift, and a test runs it).
-PARTS: tuple[tuple[str, tuple[tuple[int, str, str], ...]], ...] = (
-    ("Part I: Why training LLMs is hard", (
-        (1, "Pretraining objectives", "01_pretraining_objectives.ipynb"),
-        (2, "The memory wall", "02_memory_wall.ipynb"),
-        (3, "Number formats", "03_number_formats.ipynb"),
-        (4, "Quantizing π", "04_quantizing_pi.ipynb"),
-    )),
-    ("Part II: Making models smaller", (
-        (5, "Quantization", "05_quantization.ipynb"),
-        (6, "Pruning lab", "06_pruning.ipynb"),
-        (7, "GPTQ lab", "07_gptq.ipynb"),
-    )),
-    ("Part III: Beyond one GPU", (
-        (8, "Data parallelism with DDP", "08_ddp.ipynb"),
-        (9, "Sharding with ZeRO and FSDP", "09_zero_fsdp.ipynb"),
-        (10, "Hardware for LLM training", "10_hardware.ipynb"),
-    )),
-)  # fmt: skip
-#: Every chapter, in order: (number, title, notebook file name).
-CHAPTERS: tuple[tuple[int, str, str], ...] = tuple(c for _, chapters in PARTS for c in chapters)
-#: Editions in other languages: (part of the book, title, notebook path under notebooks/, summary).
-EDITIONS: tuple[tuple[str, str, str, str], ...] = (
-    ("Nederlandstalige editie", "Kwantisatie: minder bits per getal", "nl/kwantisatie.ipynb",
-     "Dutch edition of the quantization lesson: chapters 2–5's numbers, INT8 on π, the bit "
-     "explorer, the memory calculator and exercises in Dutch"),
-)
 TOC = ROOT / "book" / "_toc.yml"
 README = ROOT / "README.md"
-_TABLE_START, _TABLE_END = "<!-- chapter-table:start -->", "<!-- chapter-table:end -->"
-_LIST_START, _LIST_END = "<!-- chapter-list:start -->", "<!-- chapter-list:end -->"
+BADGE_TAG = "course-badges"
 SETUP_TAG = "course-setup"
 
 
+class Chapter(NamedTuple):
+    """A chapter: number, title, notebook, one-line summary, time and prerequisites."""
+
+    number: int
+    title: str
+    notebook: str
+    #: What the chapter does, in one line (no full stop).
+    summary: str
+    #: An estimate in minutes, low and high: reading, running the cells, the exercises.
+    minutes: tuple[int, int]
+    #: The earlier chapters it builds on directly, by number.
+    needs: tuple[int, ...] = ()
+
+
+class Edition(NamedTuple):
+    """A lesson in another language: its part of the book, title, notebook, summary."""
+
+    part: str
+    title: str
+    #: The notebook's path under notebooks/.
+    notebook: str
+    #: What it covers, in English, in one line (no full stop).
+    summary: str
+    #: An estimate in minutes, low and high, as for a chapter.
+    minutes: tuple[int, int]
+    #: A sentence to the edition's readers in their language, for the landing page.
+    welcome: str
+
+
+#: The one list of the book's parts and chapters, in order: (caption, (Chapter, ...)).
+#: The book's _toc.yml, the landing page's chapter list and the README's chapter table
+#: are written from it (``--check`` reports drift, and a test runs it). The times are
+#: estimates for a reader who reads the text, runs every cell and does the exercises;
+#: the code alone runs in about a minute per chapter (measured in the README).
+PARTS: tuple[tuple[str, tuple[Chapter, ...]], ...] = (
+    ("Part I: Why training LLMs is hard", (
+        Chapter(1, "Pretraining objectives", "01_pretraining_objectives.ipynb",
+                "Masked LM, causal LM and span corruption built token by token; "
+                "three tiny models trained and compared, perplexity, a small scaling "
+                "study, and the course model that every later lab uses",
+                (60, 90)),
+        Chapter(2, "The memory wall", "02_memory_wall.ipynb",
+                "Where training memory goes (weights, gradients, optimizer states, "
+                "activations), measured byte by byte on a real GPT-2; checkpointing, "
+                "ZeRO's arithmetic, and which GPUs a model fits on",
+                (45, 90)),
+        Chapter(3, "Number formats", "03_number_formats.ipynb",
+                "FP32, FP16, BF16 and FP8 opened bit by bit: range, precision, "
+                "subnormals, overflow and underflow in training, loss scaling, pure "
+                "BF16 weights, FP8 recipes, and matrix products timed per dtype",
+                (60, 120), (2,)),
+        Chapter(4, "Quantizing π", "04_quantizing_pi.ipynb",
+                "One number in every format from FP32 to INT4: its bits and error, "
+                "an absmax scale factor for integers, the memory of a billion "
+                "values, and a bit explorer to click",
+                (45, 75), (3,)),
+    )),
+    ("Part II: Making models smaller", (
+        Chapter(5, "Quantization", "05_quantization.ipynb",
+                "The course model in 8, 4 and 3 bits: absmax and zero-point scales "
+                "per tensor, channel or group, NF4, bit packing, outliers, AWQ, "
+                "quantization-aware training and QLoRA, measured",
+                (60, 120), (1, 4)),
+        Chapter(6, "Pruning lab", "06_pruning.ipynb",
+                "Magnitude, gradual and Wanda pruning, the 2:4 pattern, removing "
+                "neurons, heads and blocks, and when a pruned model really gets "
+                "smaller on disk and faster",
+                (45, 90), (5,)),
+        Chapter(7, "GPTQ lab", "07_gptq.ipynb",
+                "GPTQ built on one layer and run on the whole course model against "
+                "round-to-nearest: what each ingredient buys, how much calibration "
+                "text it needs, and SparseGPT",
+                (60, 105), (5, 6)),
+    )),
+    ("Part III: Beyond one GPU", (
+        Chapter(8, "Data parallelism with DDP", "08_ddp.ipynb",
+                "Real DDP training on CPU processes: the same result as one process, "
+                "the ring all-reduce, buckets overlapping the backward pass, gradient "
+                "accumulation, and scaling predicted for GPU clusters",
+                (60, 120), (1, 2)),
+        Chapter(9, "Sharding with ZeRO and FSDP", "09_zero_fsdp.ipynb",
+                "ZeRO stages 1 to 3 and FSDP2: what each rank holds and sends, "
+                "measured; ZeRO-1 and ZeRO-2 written by hand; prefetching, hybrid "
+                "sharding and CPU offload",
+                (60, 120), (2, 8)),
+        Chapter(10, "Hardware for LLM training", "10_hardware.ipynb",
+                "This machine measured (matrix throughput, memory bandwidth, disk, "
+                "tokenisation, all-reduce) and set next to data-centre GPUs: the "
+                "roofline, MFU and the time to train a model",
+                (60, 105), (3, 8)),
+    )),
+)  # fmt: skip
+#: Every chapter, in order.
+CHAPTERS: tuple[Chapter, ...] = tuple(c for _, chapters in PARTS for c in chapters)
+#: Editions in other languages: each its own part of the book, after the chapters.
+EDITIONS: tuple[Edition, ...] = (
+    Edition("Nederlandstalige editie", "Kwantisatie: minder bits per getal",
+            "nl/kwantisatie.ipynb",
+            "Dutch edition of the quantization lesson: chapters 2–5's numbers, INT8 "
+            "on π, the bit explorer, the memory calculator and exercises in Dutch",
+            (45, 90),
+            "De les over kwantisatie bestaat ook in het Nederlands, met dezelfde "
+            "bibliotheek en dezelfde live berekende getallen."),
+)  # fmt: skip
+#: What the landing page says about the times, once, under the chapter list.
+TIMES_NOTE = (
+    "Times are estimates, not measurements: reading a chapter, running its cells and "
+    "doing its exercises. The code alone runs in about a minute per chapter on a "
+    "laptop CPU; readers differ far more than machines."
+)
+#: The MIT licence's text, for readers of the book (the repository holds it as LICENSE).
+MIT_LICENSE_URL = "https://opensource.org/license/mit"
+
+_MARKERS = {
+    name: (f"<!-- {name}:start -->", f"<!-- {name}:end -->")
+    for name in ("chapter-list", "how-to-use", "source", "chapter-table",
+                 "exercise-list")
+}
+
+
 def _repo_path() -> str:
+    """The repository as GitHub's owner/name."""
     return REPOSITORY.removeprefix("https://github.com/").rstrip("/")
 
 
 def colab_url(notebook: str) -> str:
     """Address that opens ``notebooks/<notebook>`` of the pinned ref in Google Colab."""
-    return f"https://colab.research.google.com/github/{_repo_path()}/blob/{COLAB_REF}/notebooks/{notebook}"
+    return (f"https://colab.research.google.com/github/{_repo_path()}/blob/{COLAB_REF}"
+            f"/notebooks/{notebook}")
 
 
 def binder_url(notebook: str) -> str:
-    """Address that opens ``notebooks/<notebook>`` of the pinned ref in JupyterLab on Binder."""
-    return f"https://mybinder.org/v2/gh/{_repo_path()}/{COLAB_REF}?labpath=notebooks/{notebook}"
+    """Address that opens ``notebooks/<notebook>`` of the pinned ref on Binder."""
+    return (f"https://mybinder.org/v2/gh/{_repo_path()}/{COLAB_REF}"
+            f"?labpath=notebooks/{notebook}")
 
 
 def badges_markdown(notebook: str) -> str:
     """The Colab and Binder badges for a notebook, as Markdown."""
-    return (
-        f"[![Open in Colab](https://colab.research.google.com/assets/colab-badge.svg)]({colab_url(notebook)}) "
-        f"[![Launch Binder](https://mybinder.org/badge_logo.svg)]({binder_url(notebook)})"
-    )
+    colab = "https://colab.research.google.com/assets/colab-badge.svg"
+    binder = "https://mybinder.org/badge_logo.svg"
+    return (f"[![Open in Colab]({colab})]({colab_url(notebook)}) "
+            f"[![Launch Binder]({binder})]({binder_url(notebook)})")
 
 
-def setup_source() -> str:
-    """The setup cell: install the pinned course on Colab only, then seed and print the environment check.
-
-    pip keeps Colab's torch (it satisfies the course's floor and pip upgrades nothing that does); a
-    failed install stops the cell with what to do, rather than at the import below it.
-    """
-    return (
-        "# Setup: installs the course on Colab only (pinned); seeds, checks the environment.\n"
-        "import sys\n"
-        "\n"
-        'if "google.colab" in sys.modules:\n'
-        f'    REPOSITORY = "{REPOSITORY}"\n'
-        "    # pip keeps Colab's own torch, which is new enough for the course.\n"
-        f'    !pip install -q "course-lib @ git+{{REPOSITORY}}@{COLAB_REF}"\n'
-        "    if _exit_code:  # set by the ! line: pip failed\n"
-        "        raise RuntimeError(\n"
-        '            "The course could not be installed (see pip above). It needs the internet "\n'
-        '            f"and Python 3.10+ (this is {sys.version.split()[0]}): reconnect, or pick "\n'
-        '            "a newer runtime (Runtime > Change runtime type); rerun this cell."\n'
-        "        )\n"
-        "\n"
-        "from course_lib.base.env import setup_notebook\n"
-        "\n"
-        "setup_notebook(seed=0);"
-    )
+def notebook_language(notebook: str) -> str:
+    """The language of a notebook: ``nl`` under notebooks/nl/, else ``en``."""
+    return "nl" if notebook.startswith("nl/") else "en"
 
 
-#: A worked solution (cell tag ``solution``) is collapsed in the book under a button saying so.
-SOLUTION_PROMPTS = {
-    "en": {"code_prompt_show": "Show the worked solution", "code_prompt_hide": "Hide the worked solution"},
-    "nl": {"code_prompt_show": "Toon de uitgewerkte oplossing", "code_prompt_hide": "Verberg de uitgewerkte oplossing"},
+#: How to run a notebook from a clone, per language: the badge cell while unpublished.
+RUN_LOCALLY = {
+    "en": ("*To run this notebook yourself*, clone the course's repository, run "
+           "`bash scripts/build.sh` once, then `.venv/bin/jupyter lab notebooks/`."),
+    "nl": ("*Om dit notebook zelf uit te voeren* kloon je de repository van de cursus, "
+           "voer je één keer `bash scripts/build.sh` uit en start je daarna "
+           "`.venv/bin/jupyter lab notebooks/`."),
 }
 
 
-def _tagged(nb, tag: str):
+def badge_cell_source(notebook: str) -> str:
+    """A notebook's badge cell: Colab and Binder if published, else how to run it."""
+    if PUBLISHED:
+        return badges_markdown(notebook)
+    return RUN_LOCALLY[notebook_language(notebook)]
+
+
+def setup_source() -> str:
+    """The setup cell: install the pinned course on Colab only, then seed and check.
+
+    pip keeps Colab's torch (it satisfies the course's floor and pip upgrades nothing
+    that does); a failed install stops the cell with what to do, rather than at the
+    import below it.
+    """
+    return _SETUP.substitute(repository=REPOSITORY, ref=COLAB_REF).strip()
+
+
+_SETUP = Template("""
+# Setup: installs the course on Colab only (pinned); seeds, checks the environment.
+import sys
+
+if "google.colab" in sys.modules:
+    REPOSITORY = "$repository"
+    # pip keeps Colab's own torch, which is new enough for the course.
+    !pip install -q "course-lib @ git+{REPOSITORY}@$ref"
+    if _exit_code:  # set by the ! line: pip failed
+        raise RuntimeError(
+            "The course could not be installed (see pip above). It needs the internet "
+            f"and Python 3.10+ (this is {sys.version.split()[0]}): reconnect, or pick "
+            "a newer runtime (Runtime > Change runtime type); rerun this cell."
+        )
+
+from course_lib.base.env import setup_notebook
+
+setup_notebook(seed=0);
+""")
+
+
+#: A worked solution (cell tag ``solution``) is collapsed in the book under a button.
+SOLUTION_PROMPTS = {
+    "en": {"code_prompt_show": "Show the worked solution",
+           "code_prompt_hide": "Hide the worked solution"},
+    "nl": {"code_prompt_show": "Toon de uitgewerkte oplossing",
+           "code_prompt_hide": "Verberg de uitgewerkte oplossing"},
+}
+
+
+def _tagged(nb: nbformat.NotebookNode, tag: str) -> list[nbformat.NotebookNode]:
+    """The cells of a notebook that carry ``tag``."""
     return [c for c in nb.cells if tag in c.get("metadata", {}).get("tags", [])]
 
 
 def stamp(path: Path, write: bool = True) -> bool:
-    """Rewrite a notebook's badge and setup cells (inserting them after the title if missing); True if changed."""
+    """Rewrite a notebook's badge and setup cells (added if missing); True on change."""
     nb = nbformat.read(path, as_version=4)
     before = nbformat.writes(nb)
     badge_cells, setup_cells = _tagged(nb, BADGE_TAG), _tagged(nb, SETUP_TAG)
@@ -138,97 +261,196 @@ def stamp(path: Path, write: bool = True) -> bool:
         cell = nbformat.v4.new_code_cell(metadata={"tags": [SETUP_TAG]})
         nb.cells.insert(nb.cells.index(badge_cells[0]) + 1, cell)
         setup_cells = [cell]
-    badge_cells[0].source = badges_markdown(notebook_name(path))
+    name = notebook_name(path)
+    badge_cells[0].source = badge_cell_source(name)
     setup_cells[0].source = setup_source()
-    language = "nl" if path.parent.name == "nl" else "en"
-    for cell in _tagged(nb, "solution"):  # collapsed in the book: code hidden, its "Passed" shown
+    for cell in _tagged(nb, "solution"):  # collapsed in the book; "Passed" shown
         if "hide-input" not in cell.metadata.tags:
             cell.metadata.tags.append("hide-input")
-        cell.metadata["mystnb"] = dict(SOLUTION_PROMPTS[language])
-        cell.metadata.setdefault("jupyter", {})["source_hidden"] = True  # collapsed in JupyterLab too
+        cell.metadata["mystnb"] = dict(SOLUTION_PROMPTS[notebook_language(name)])
+        cell.metadata.setdefault("jupyter", {})["source_hidden"] = True  # JupyterLab
     after = nbformat.writes(nb)
     if write and after != before:
         nbformat.write(nb, path)
     return after != before
 
 
+def _minutes(chapter: Chapter | Edition) -> str:
+    """A chapter's estimated time as the page writes it: "45–90 min"."""
+    low, high = chapter.minutes
+    return f"{low}–{high} min"
+
+
+def _chapter_link(number: int) -> str:
+    """A chapter's number, linked to its notebook."""
+    chapter = next(c for c in CHAPTERS if c.number == number)
+    return f"[{number}](notebooks/{chapter.notebook})"
+
+
+def _needs_markdown(chapter: Chapter) -> str:
+    """What a chapter builds on, as a phrase: "builds on chapter [3](...)"."""
+    if not chapter.needs:
+        return "no earlier chapter needed"
+    links = [_chapter_link(n) for n in chapter.needs]
+    joined = " and ".join([", ".join(links[:-1]), links[-1]] if links[:-1] else links)
+    return f"builds on chapter{'s' if len(links) > 1 else ''} {joined}"
+
+
 def chapter_list_markdown() -> str:
-    """The landing page's chapter list: a link and badges for each written chapter, 'planned' for the rest."""
+    """The landing page's chapter list: each chapter's summary, time and needs."""
     lines = []
-    for number, title, name in CHAPTERS:
-        if (NOTEBOOK_DIR / name).exists():
-            lines.append(f"{number}. [{title}](notebooks/{name}) {badges_markdown(name)}")
-        else:
-            lines.append(f"{number}. {title} (*planned*)")
+    for caption, chapters in PARTS:
+        lines += [f"### {caption}", ""]
+        for chapter in chapters:
+            number, title, name = chapter.number, chapter.title, chapter.notebook
+            if not (NOTEBOOK_DIR / name).exists():
+                lines += [f"{number}. {title} (*planned*)"]
+                continue
+            facts = f"*About {_minutes(chapter)}; {_needs_markdown(chapter)}.*"
+            if PUBLISHED:
+                facts += f" {badges_markdown(name)}"
+            link = f"**[{title}](notebooks/{name})**"
+            lines += [f"{number}. {link}: {chapter.summary}.\\", f"   {facts}"]
+        lines.append("")
+    for edition in EDITIONS:
+        facts = f"*About {_minutes(edition)}; no earlier chapter needed.*"
+        if PUBLISHED:
+            facts += f" {badges_markdown(edition.notebook)}"
+        lines += [f"### {edition.part}", "",
+                  f"{edition.welcome}\\",
+                  f"**[{edition.title}](notebooks/{edition.notebook})**: "
+                  f"{edition.summary}.\\",
+                  facts, ""]
+    lines.append(TIMES_NOTE)
     return "\n".join(lines)
 
 
+def how_to_use_markdown() -> str:
+    """The landing page's ways to use the course: Colab and Binder only if published."""
+    repository = "the course's repository"
+    if PUBLISHED:
+        repository = f"[the repository]({REPOSITORY})"
+    items = []
+    if PUBLISHED:
+        items += [
+            "- **In Google Colab**: press *Open in Colab* next to a chapter below or "
+            "at the top of it. The first cell installs the course (only on Colab) and "
+            "prints an environment check.",
+            "- **On Binder**: press *Launch Binder* to open the chapter in JupyterLab "
+            "in the browser, with nothing to install.",
+        ]
+    items += [
+        f"- **In JupyterLab on your machine**: clone {repository} and run "
+        "`bash scripts/build.sh` once (it creates `.venv` with everything), then "
+        "`.venv/bin/jupyter lab notebooks/`.",
+        "- **In this book**: read the executed chapters; plots and tables are the "
+        "outputs of a real run, and widgets show the state they were built with.",
+        "- **As an instructor**: `bash scripts/test.sh` runs the unit tests, every "
+        "notebook under nbval and the browser tests; the same command runs in CI.",
+    ]
+    return "\n".join(items)
+
+
+def source_markdown() -> str:
+    """The landing page's paragraph on the source and the licence."""
+    if PUBLISHED:
+        where = (f"The course's notebooks, its library `course_lib` and this book are "
+                 f"developed in the repository [{_repo_path()}]({REPOSITORY}).")
+        licence = f"[LICENSE]({REPOSITORY}/blob/{COLAB_REF}/LICENSE)"
+    else:
+        where = ("The course's notebooks, its library `course_lib` and this book come "
+                 "from one git repository; its `README.md` says how to build and test "
+                 "them.")
+        licence = "`LICENSE`"
+    return (f"{where} The code is licensed under the [MIT License]({MIT_LICENSE_URL}) "
+            f"(copyright 2026 The course authors): the full text is in {licence} at "
+            "the root of the repository.")
+
+
+def _between(text: str, name: str, body: str) -> str:
+    """``text`` with ``body`` between the start and end markers called ``name``."""
+    start, end = _MARKERS[name]
+    i, j = text.index(start) + len(start), text.index(end)
+    return text[:i] + "\n" + body + "\n" + text[j:]
+
+
+def intro_markdown(text: str) -> str:
+    """The landing page ``text`` with its generated blocks rewritten."""
+    text = _between(text, "how-to-use", how_to_use_markdown())
+    text = _between(text, "chapter-list", chapter_list_markdown())
+    return _between(text, "source", source_markdown())
+
+
 def stamp_intro(path: Path = INTRO, write: bool = True) -> bool:
-    """Rewrite the chapter list between the markers of the book's landing page; True if changed."""
+    """Rewrite the generated blocks of the book's landing page; True if changed."""
     text = path.read_text(encoding="utf-8")
-    start, end = text.index(_LIST_START) + len(_LIST_START), text.index(_LIST_END)
-    new = text[:start] + "\n" + chapter_list_markdown() + "\n" + text[end:]
+    new = intro_markdown(text)
     if write and new != text:
         path.write_text(new, encoding="utf-8")
     return new != text
 
 
 def toc_yaml() -> str:
-    """The book's _toc.yml: the landing page, each part with its chapters, the editions, the references."""
-    lines = ["# Written by tools/notebooks.py from its PARTS and EDITIONS: edit those, not this file.",
+    """The book's _toc.yml: the landing page, parts, editions and references."""
+    lines = ["# Written by tools/notebooks.py from its PARTS and EDITIONS: edit those, "
+             "not this file.",
              "format: jb-book", "root: intro", "parts:"]
-    parts = [(caption, [name for _, _, name in chapters]) for caption, chapters in PARTS]
-    parts += [(caption, [name]) for caption, _, name, _ in EDITIONS]
+    parts = [(caption, [c.notebook for c in chapters]) for caption, chapters in PARTS]
+    parts += [(e.part, [e.notebook]) for e in EDITIONS]
     for caption, names in parts:
         lines += [f'  - caption: "{caption}"', "    chapters:"]
-        lines += [f"      - file: notebooks/{name.removesuffix('.ipynb')}" for name in names
-                  if (NOTEBOOK_DIR / name).exists()]
-    lines += ['  - caption: "References"', "    chapters:", "      - file: bibliography"]
+        lines += [f"      - file: notebooks/{name.removesuffix('.ipynb')}"
+                  for name in names if (NOTEBOOK_DIR / name).exists()]
+    lines += ['  - caption: "References"', "    chapters:",
+              "      - file: glossary", "      - file: bibliography"]
     return "\n".join(lines) + "\n"
 
 
 def readme_table() -> str:
-    """The README's chapter table: number, linked title, and whether the chapter is written."""
-    rows = ["| # | chapter | status |", "|---|---|---|"]
-    for number, title, name in CHAPTERS:
-        ready = (NOTEBOOK_DIR / name).exists()
-        link = f"[{title}](notebooks/{name})" if ready else title
-        rows.append(f"| {number} | {link} | {'ready' if ready else 'planned'} |")
-    for _, title, name, summary in EDITIONS:
-        rows.append(f"| {name.split('/')[0]} | [{title}](notebooks/{name}) ({summary}) | ready |")
+    """The README's chapter table: number, title, summary, time, prerequisites."""
+    rows = ["| # | chapter | what it covers | time (estimate) | builds on |",
+            "|---|---|---|---|---|"]
+    for c in CHAPTERS:
+        ready = (NOTEBOOK_DIR / c.notebook).exists()
+        link = f"[{c.title}](notebooks/{c.notebook})"
+        link = link if ready else f"{c.title} (planned)"
+        needs = ", ".join(str(n) for n in c.needs) or "–"
+        rows.append(f"| {c.number} | {link} | {c.summary} | {_minutes(c)} | {needs} |")
+    for e in EDITIONS:
+        link = f"[{e.title}](notebooks/{e.notebook})"
+        rows.append(f"| {e.notebook.split('/')[0]} | {link} | {e.summary} "
+                    f"| {_minutes(e)} | – |")
     return "\n".join(rows)
 
 
-_EXERCISES_START, _EXERCISES_END = "<!-- exercise-list:start -->", "<!-- exercise-list:end -->"
-
-
 def exercise_list() -> str:
-    """The README's list of every chapter's exercises, read from the lab modules: names and misconceptions."""
+    """The README's list of every chapter's exercises, read from the lab modules."""
     from course_lib.exercises.checker import Exercise
     from course_lib.exercises.predictions import Prediction
 
-    rows = ["| # | code exercises (the misconceptions their checkers name) | predict, then measure (tolerance) |",
+    rows = ["| # | code exercises (the misconceptions their checkers name) "
+            "| predict, then measure (tolerance) |",
             "|---|---|---|"]
-    labs = [(number, f"ch{number:02d}_lab") for number, _, name in CHAPTERS if (NOTEBOOK_DIR / name).exists()]
-    labs += [(name.split("/")[0], f"{name.split('/')[0]}_lab") for _, _, name, _ in EDITIONS]
+    labs = [(c.number, f"ch{c.number:02d}_lab") for c in CHAPTERS
+            if (NOTEBOOK_DIR / c.notebook).exists()]
+    labs += [(e.notebook.split("/")[0], f"{e.notebook.split('/')[0]}_lab")
+             for e in EDITIONS]
     for number, module in labs:
         items = vars(importlib.import_module(f"course_lib.chapters.{module}")).values()
-        code = [f"`{e.name}` ({', '.join(m.name for m in e.misconceptions)})" for e in items if isinstance(e, Exercise)]
-        guess = [f"`{p.name}` (±{p.rel_tol:.0%})" for p in items if isinstance(p, Prediction)]
+        code = [f"`{e.name}` ({', '.join(m.name for m in e.misconceptions)})"
+                for e in items if isinstance(e, Exercise)]
+        guess = [f"`{p.name}` (±{p.rel_tol:.0%})" for p in items
+                 if isinstance(p, Prediction)]
         rows.append(f"| {number} | {'; '.join(code)} | {'; '.join(guess)} |")
     return "\n".join(rows)
 
 
-def _between(text: str, start: str, end: str, body: str) -> str:
-    i, j = text.index(start) + len(start), text.index(end)
-    return text[:i] + "\n" + body + "\n" + text[j:]
-
-
 def stamp_lists(write: bool = True) -> list[str]:
-    """Write _toc.yml, the README's chapter table (from PARTS) and exercise list (from the labs); the files that changed."""
+    """Write _toc.yml, the README's chapter and exercise tables; the files changed."""
     changed = []
-    readme = _between(README.read_text(encoding="utf-8"), _TABLE_START, _TABLE_END, readme_table())
-    readme = _between(readme, _EXERCISES_START, _EXERCISES_END, exercise_list())
+    readme = README.read_text(encoding="utf-8")
+    readme = _between(readme, "chapter-table", readme_table())
+    readme = _between(readme, "exercise-list", exercise_list())
     for path, new in ((TOC, toc_yaml()), (README, readme)):
         if path.read_text(encoding="utf-8") != new:
             changed.append(path.relative_to(ROOT).as_posix())
@@ -239,16 +461,17 @@ def stamp_lists(write: bool = True) -> list[str]:
 
 def notebook_paths() -> list[Path]:
     """Every chapter notebook, in course order, then the editions in other languages."""
-    editions = [NOTEBOOK_DIR / name for _, _, name, _ in EDITIONS]
+    editions = [NOTEBOOK_DIR / e.notebook for e in EDITIONS]
     return sorted(NOTEBOOK_DIR.glob("[0-9][0-9]_*.ipynb")) + editions
 
 
 def output_texts(cell: dict) -> list[str]:
-    """The text a code cell printed or displayed (streams and every text/* representation)."""
+    """The text a code cell printed or displayed (streams and every text/* output)."""
     texts = []
     for out in cell.get("outputs", []):
         if "text" in out:
-            texts.append(out["text"] if isinstance(out["text"], str) else "".join(out["text"]))
+            text = out["text"]
+            texts.append(text if isinstance(text, str) else "".join(text))
         for mime, value in out.get("data", {}).items():
             if mime.startswith("text/"):
                 texts.append(value if isinstance(value, str) else "".join(value))
@@ -256,7 +479,7 @@ def output_texts(cell: dict) -> list[str]:
 
 
 def notebook_name(path: Path) -> str:
-    """A notebook's path under notebooks/, as the badges and the command line name it."""
+    """A notebook's path under notebooks/, as badges and the command line name it."""
     return path.relative_to(NOTEBOOK_DIR).as_posix()
 
 
@@ -270,17 +493,16 @@ class ExecutionResult:
 
 
 def execute(path: Path, timeout: int = 600, write: bool = False) -> ExecutionResult:
-    """Execute a notebook top to bottom in a fresh kernel; optionally write the outputs back.
+    """Execute a notebook top to bottom in a fresh kernel; optionally write the outputs.
 
-    Run this in a process of its own when measuring memory: the peak comes from the kernel,
-    a child process, through ``getrusage(RUSAGE_CHILDREN)``.
+    Run this in a process of its own when measuring memory: the peak comes from the
+    kernel, a child process, through ``getrusage(RUSAGE_CHILDREN)``.
     """
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(
-        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
-    )
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent)}})
     start = time.perf_counter()
     client.execute()
     seconds = time.perf_counter() - start
@@ -291,14 +513,16 @@ def execute(path: Path, timeout: int = 600, write: bool = False) -> ExecutionRes
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Stamp the landing page and the notebooks; ``--check`` reports drift, ``--execute`` runs them.
+    """Stamp the book and the notebooks; ``--check`` reports drift, ``--execute`` runs.
 
-    Notebook file names among the arguments limit stamping and execution to those notebooks.
+    Notebook file names among the arguments limit stamping and execution to those.
     """
     argv = sys.argv[1:] if argv is None else argv
     check = "--check" in argv
     names = [a for a in argv if not a.startswith("--")]
-    verb = "out of date (run: .venv/bin/python tools/notebooks.py)" if check else "stamped"
+    verb = "stamped"
+    if check:
+        verb = "out of date (run: .venv/bin/python tools/notebooks.py)"
     drift = stamp_intro(write=not check)
     print(f"book/intro.md: {verb if drift else 'up to date'}")
     for name in stamp_lists(write=not check):

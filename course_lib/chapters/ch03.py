@@ -184,3 +184,57 @@ def plot_training(runs: dict[str, precision.TrainingRun]) -> Figure:
     fig.legend(handles, labels, fontsize=9, loc="lower center", ncol=2, frameon=False)
     fig.tight_layout(rect=(0, 0.1, 1, 1))
     return fig
+
+
+#: The float formats of :func:`float_fields_diagram`, widest first.
+_DIAGRAM_FORMATS = ("fp32", "fp16", "bf16", "e4m3", "e5m2")
+
+
+def float_fields_diagram(value: float = math.pi,
+                         names: Sequence[str] = _DIAGRAM_FORMATS,
+                         symbol: str = "π") -> Figure:
+    """The sign, exponent and mantissa bits of ``value`` in each format, a row of cells
+    per format, with the value each row stores.
+
+    Chapter 3, *Number formats*.
+    """
+    from course_lib.base import diagrams
+
+    fmts = [format_specs.get_format(n) for n in names]
+    if not fmts or not all(isinstance(f, format_specs.FloatFormat) for f in fmts):
+        raise ValueError("names must be float formats such as "
+                         f"{list(_DIAGRAM_FORMATS)}, got {names!r}")
+    left, pitch = 2.1, 0.9
+    cell = (diagrams.COLUMN_INCHES - left - 0.1) / max(f.total_bits for f in fmts)
+    height = 1.25 + pitch * len(fmts)
+    shown = [f.name.upper() for f in fmts]
+    listed = ", ".join(shown[:-1]) + " and " * (len(shown) > 1) + shown[-1]
+    fig, ax = diagrams.canvas(diagrams.COLUMN_INCHES, height,
+                              f"{symbol} in {listed}: sign, exponent and mantissa bits")
+    field_colours = {k: diagrams.COLOURS[k] for k in ("sign", "exponent", "mantissa")}
+    diagrams.legend_patches(ax, field_colours, loc="upper center", ncol=3,
+                            bbox_to_anchor=(0.5, 1 - 0.4 / height))
+    for row, fmt in enumerate(fmts):
+        y = height - 1.2 - row * pitch
+        bits = formats.encode(value, fmt)
+        stored = formats.decode(bits, fmt)
+        widths = {"sign": 1, "exponent": fmt.exponent_bits,
+                  "mantissa": fmt.mantissa_bits}
+        colours = [field_colours[k] for k, w in widths.items() for _ in range(w)]
+        pattern = formats.bit_string(bits, fmt, sep="")
+        diagrams.bit_cells(ax, left, y, pattern, colours, cell, 0.34, gid=fmt.name)
+        start = left
+        for w in widths.values():
+            if w:
+                diagrams.span_label(ax, start + 0.02, start + w * cell - 0.02, y - 0.05,
+                                    f"{w} bit{'s' * (w != 1)}")
+            start += w * cell
+        ax.text(0.05, y + 0.34, f"{fmt.name.upper()}: {fmt.total_bits} bits", ha="left",
+                va="center", fontsize=diagrams.FONT + 1, fontweight="bold")
+        error = abs(stored - value) / abs(value) if value else abs(stored)
+        ax.text(0.05, y + 0.02, f"{symbol} → {stored:.9g}\nerror {error:.1e}",
+                ha="left", va="center", fontsize=diagrams.SMALL, linespacing=1.3)
+    ax.text(left, 0.2, r"value $= (-1)^{s} \times (1 + M / 2^{m}) \times "
+            r"2^{E - \mathrm{bias}}$,  bias $= 2^{e-1} - 1$  ($m$ mantissa bits $M$, "
+            r"$e$ exponent bits $E$)", ha="left", va="center", fontsize=diagrams.FONT)
+    return fig

@@ -9,7 +9,7 @@ and :mod:`course_lib.compression.lora`.
 from __future__ import annotations
 
 from types import SimpleNamespace
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import torch
 from torch import nn
@@ -20,6 +20,9 @@ from course_lib.compression.quant import QuantConfig
 from course_lib.compression.quant_layers import describe, weight_matrix
 from course_lib.exercises.questions import Question
 from course_lib.numbers import memory
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 
 def crosscheck_table(check: ptq.TorchCrosscheck) -> Table:
@@ -67,60 +70,89 @@ def _merged_labels(points: Sequence[tuple[float, float, str]], tol: float = 1e-3
 
 
 def plot_size_vs_perplexity(results: Sequence[ptq.PTQResult]) -> Any:
-    """Model bytes against perplexity, one labelled point per method; the 4-bit cluster enlarged on the right.
+    """Model bytes against perplexity, one labelled point per method; the 4-bit cluster
+    enlarged on the right.
 
     Chapter 5, *Quantization*.
     """
     import matplotlib.pyplot as plt
 
-    fig, (ax, zoom) = plt.subplots(1, 2, figsize=(11, 4.3), gridspec_kw={"width_ratios": [1.3, 1]})
+    from course_lib.base import diagrams
+
+    diagrams.use_course_style()
+    fig, (ax, zoom) = plt.subplots(1, 2, figsize=(diagrams.COLUMN_INCHES, 4.6),
+                                   gridspec_kw={"width_ratios": [1.2, 1]})
     points = [(r.model_bytes / 1e6, r.perplexity, r.method) for r in results]
     four_bit = [p for p in points if "4" in p[2].split()[0]]
-    colours = {r.method: f"C{i % 10}" for i, r in enumerate(results)}  # one colour per method in both panels
+    colours = {r.method: f"C{i % 10}" for i, r in enumerate(results)}  # same in both
+    labelled: dict[Any, list[tuple[float, float, str]]] = {ax: [], zoom: []}
     for target, subset in ((ax, points), (zoom, four_bit)):
-        for i, (x, y, label) in enumerate(sorted(_merged_labels(subset))):
+        for x, y, label in _merged_labels(subset):
             target.scatter(x, y, s=40, zorder=3, color=colours[label.split(" / ")[0]])
-            if target is zoom or (x, y, label) not in four_bit:  # neighbours' labels above and below in turn
-                target.annotate(label, (x, y), textcoords="offset points", xytext=(6, 5 if i % 2 else -13), fontsize=8)
-        target.axhline(results[0].perplexity, color="grey", lw=0.8, ls="--", label=f"{results[0].method}")
+            if target is zoom or (x, y, label) not in four_bit:
+                labelled[target].append((x, y, label))
+        target.axhline(results[0].perplexity, color="grey", lw=0.8, ls="--",
+                       label=results[0].method)
         target.set_xlabel("model size in memory (MB)")
+    ys = [p[1] for p in points]
+    ax.set_xlim(0, max(p[0] for p in points) * 1.3)
+    ax.set_ylim(min(ys) - 0.25 * (max(ys) - min(ys) + 1e-3),
+                max(ys) + 0.2 * (max(ys) - min(ys) + 1e-3))
     if four_bit:
         xs, ys = [p[0] for p in four_bit], [p[1] for p in four_bit]
-        pad_x, pad_y = 0.15 * (max(xs) - min(xs)) + 1e-3, 0.25 * (max(ys) - min(ys)) + 1e-3
-        ax.add_patch(plt.Rectangle((min(xs) - pad_x, min(ys) - pad_y), max(xs) - min(xs) + 2 * pad_x,
-                                   max(ys) - min(ys) + 2 * pad_y, fill=False, ls=":", color="black"))
-        ax.annotate("4 bits: enlarged on the right", (max(xs) + pad_x, max(ys) + pad_y), textcoords="offset points",
-                    xytext=(8, 10), fontsize=8)
-        zoom.set_xlim(min(xs) - 2 * pad_x, max(xs) + 6 * pad_x)
-        zoom.set_title("the 4-bit methods", fontsize=10)
-    ax.set_xlim(right=max(p[0] for p in points) * 1.15)
-    ax.set_ylabel("perplexity on the test split (lower is better)")
-    ax.set_title("Size against quality after post-training quantization", fontsize=10)
-    ax.legend(loc="upper right", fontsize=8)
+        width, height = max(xs) - min(xs) + 1e-3, max(ys) - min(ys) + 1e-3
+        pad_x, pad_y = 0.15 * width, 0.25 * height
+        corner = (min(xs) - pad_x, min(ys) - pad_y)
+        ax.add_patch(plt.Rectangle(corner, width + 2 * pad_x, height + 2 * pad_y,
+                                   fill=False, ls=":", color="black"))
+        labelled[ax].append((max(xs) + pad_x, max(ys) + pad_y,
+                             "4 bits: enlarged on the right"))
+        zoom.set_xlim(min(xs) - 0.5 * width, max(xs) + 1.2 * width)
+        zoom.set_ylim(min(ys) - 0.5 * height, max(ys) + 0.4 * height)
+        zoom.set_title("the 4-bit methods", fontsize=diagrams.FONT + 1)
+    ax.set_ylabel("perplexity on the test split\n(lower is better)")
+    ax.set_title("Size against quality after PTQ", fontsize=diagrams.FONT + 1)
+    legend = ax.legend(loc="upper right", fontsize=diagrams.SMALL)
     fig.tight_layout()
+    for target, pts in labelled.items():  # the layout is final: place the labels apart
+        diagrams.place_labels(target, [(x, y) for x, y, _ in pts], [p[2] for p in pts],
+                              fontsize=diagrams.SMALL, avoid=[legend] * (target is ax))
     return fig
 
 
-def plot_weight_histograms(model: nn.Module, layer: str, configs: Sequence[str | QuantConfig],
+def plot_weight_histograms(model: nn.Module, layer: str,
+                           configs: Sequence[str | QuantConfig],
                            bins: int = 120) -> Any:
-    """Histograms of one layer's weights before and after quantization with each configuration.
+    """Histograms of one layer's weights before and after quantization with each
+    configuration, three panels to a row.
 
     Chapter 5, *Quantization*.
     """
     import matplotlib.pyplot as plt
 
+    from course_lib.base import diagrams
+
     w = weight_matrix(model.get_submodule(layer)).detach().float().contiguous()
-    fig, axes = plt.subplots(1, len(configs) + 1, figsize=(3.2 * (len(configs) + 1), 3.0), sharey=True)
-    axes[0].hist(w.flatten().numpy(), bins=bins, color="tab:blue")
-    axes[0].set_title("FP32", fontsize=10)
-    for ax, config in zip(axes[1:], configs):
-        q = quant.quantize_dequantize(w, config)
-        ax.hist(q.flatten().numpy(), bins=bins, color="tab:orange")
-        ax.set_title(describe(config), fontsize=10)
-    for ax in axes:
-        ax.set_xlabel("weight value")
-    axes[0].set_ylabel("count")
-    fig.suptitle(f"{layer}: {w.numel():,} weights", fontsize=11)
+    panels = [("FP32", w, "tab:blue")] + [
+        (describe(c), quant.quantize_dequantize(w, c), "tab:orange") for c in configs]
+    columns = min(3, len(panels))
+    rows = -(-len(panels) // columns)
+    diagrams.use_course_style()
+    fig, axes = plt.subplots(rows, columns, sharex=True, sharey=True, squeeze=False,
+                             figsize=(diagrams.COLUMN_INCHES, 0.6 + 2.5 * rows))
+    for i, ax in enumerate(axes.flat):
+        if i >= len(panels):
+            ax.set_visible(False)
+            continue
+        title, values, colour = panels[i]
+        ax.hist(values.flatten().numpy(), bins=bins, color=colour)
+        ax.set_title(title, fontsize=diagrams.FONT)
+        if i + columns >= len(panels):  # nothing below it: it carries the x axis
+            ax.xaxis.set_tick_params(labelbottom=True)
+            ax.set_xlabel("weight value")
+        if i % columns == 0:
+            ax.set_ylabel("count")
+    fig.suptitle(f"{layer}: {w.numel():,} weights", fontsize=diagrams.FONT + 1)
     fig.tight_layout()
     return fig
 
@@ -362,3 +394,98 @@ quiz = SimpleNamespace(
         hint="A is rank x in and B is out x rank: 8 x 4096 + 4096 x 8.",
     ),
 )
+
+
+def _diagram_block() -> torch.Tensor:
+    """Eight activations after a GELU, to two decimals: mostly positive (section 1)."""
+    x = torch.randn(8, generator=torch.Generator().manual_seed(7))
+    return torch.nn.functional.gelu(2 * x).round(decimals=2)
+
+
+def _codes_panel(ax: Any, x: torch.Tensor, scheme: str, bits: int) -> None:
+    """One scheme's number line: values, levels, codes, the scale and where 0.0 is."""
+    from course_lib.base import diagrams
+
+    colours, small = diagrams.COLOURS, diagrams.SMALL
+    config = quant.QuantConfig(bits, scheme, "tensor", scale_dtype="fp32")
+    c = quant.quantize(x, config).unpack()
+    scale = float(c.scale.flatten()[0])
+    zero = int(c.zero.flatten()[0]) if c.zero is not None else 1 << (bits - 1)
+    lo, hi = (0 if scheme == "zeropoint" else 1), (1 << bits) - 1
+    used = c.codes.flatten().int()
+    first, last = int(used.min()), int(used.max())
+    name = (lambda k: k - zero) if scheme == "absmax" else (lambda k: k)  # as written
+    waste = [k for k in range(lo, hi + 1) if not first <= k <= last]
+    for k in range(lo, hi + 1):
+        tone = "#8C8C8C" if k in waste else colours["line"]
+        ax.plot([(k - zero) * scale] * 2, [-0.1, 0.1], color=tone, lw=2)
+        ax.text((k - zero) * scale, -0.2, f"{name(k)}", ha="center", va="top",
+                fontsize=small, color=tone,
+                fontweight="bold" if k == zero else "normal")
+    ax.axhline(0, color=colours["line"], lw=0.8)
+    for v, k in zip(x.tolist(), used.tolist()):
+        ax.annotate("", ((k - zero) * scale, 0.13), (v, 0.62),
+                    arrowprops={"arrowstyle": "->", "color": "grey", "lw": 0.8})
+    ax.scatter(x.numpy(), [0.7] * x.numel(), color=colours["parameters"], zorder=3,
+               s=30)
+    mid = (first + last) // 2 - zero  # the scale: the step between two levels mid-range
+    ax.annotate("", ((mid + 1) * scale, -0.5), (mid * scale, -0.5),
+                arrowprops={"arrowstyle": "<->", "lw": 1})
+    ax.text((mid + 0.5) * scale, -0.56, f"scale = {scale:.4g}", ha="center", va="top",
+            fontsize=diagrams.FONT)
+    for run, where in (([k for k in waste if k < first], "down"),
+                       ([k for k in waste if k > last], "up")):
+        if not run:
+            continue
+        left, right = (min(run) - zero - 0.5) * scale, (max(run) - zero + 0.5) * scale
+        ax.axvspan(left, right, color=colours["wasted"], alpha=0.25, lw=0)
+        ax.text((left + right) / 2, -0.5, f"{len(run)} of {hi - lo + 1} codes "
+                f"wasted:\nno value of the block is {where} here", ha="center",
+                va="top", fontsize=diagrams.FONT)
+    ax.plot([0, 0], [-0.1, 0.95], color=colours["sign"], lw=1, ls=":")
+    ax.text(-0.03 * float(x.abs().max()), 0.95, f"0.0 = code {name(zero)}"
+            + " (the zero point z)" * (scheme == "zeropoint"), ha="right", va="center",
+            fontsize=diagrams.FONT, color=colours["sign"])
+    ax.set_ylim(-1.0, 1.1)
+    ax.set_yticks([0.7, 0.0, -0.28], ["values", "levels", "codes"])
+    ax.tick_params(axis="y", length=0)
+    ax.grid(False)
+    ax.spines["left"].set_visible(False)
+    if scheme == "absmax":
+        title = (f"absmax (symmetric): codes −{hi - zero} … {hi - zero}, "
+                 f"scale = max|x| / {hi - zero} = {scale:.4g}")
+    else:
+        title = (f"zero-point (asymmetric): codes {lo} … {hi}, "
+                 f"scale = (max − min) / {hi} = {scale:.4g},\n"
+                 f"zero point z = round(−min / scale) = {zero}; x ≈ (code − z) × scale")
+    ax.set_title(title, loc="left", fontsize=diagrams.FONT + 1)
+
+
+def absmax_zeropoint_diagram(values: Sequence[float] | None = None,
+                             bits: int = 4) -> Figure:
+    """A block's values on the real line, mapped onto the codes of absmax and of
+    zero-point quantization: the scale, the zero point, and the codes absmax wastes on a
+    one-sided range.
+
+    Chapter 5, *Quantization*.
+    """
+    import matplotlib.pyplot as plt
+
+    from course_lib.base import diagrams
+
+    if values is None:
+        x = _diagram_block()
+    else:
+        x = torch.tensor(list(values), dtype=torch.float32)
+    if x.ndim != 1 or x.numel() < 2 or not bool(x.abs().max() > 0):
+        raise ValueError("values must be at least 2 numbers, not all 0; "
+                         f"got {values!r}")
+    diagrams.use_course_style()
+    fig, axes = plt.subplots(2, 1, figsize=(diagrams.COLUMN_INCHES, 6.4), sharex=True)
+    for ax, scheme in zip(axes, ("absmax", "zeropoint")):
+        _codes_panel(ax, x, scheme, bits)
+    half = float(x.abs().max())
+    axes[1].set_xlim(-half * 1.08, half * 1.08)
+    axes[1].set_xlabel(f"real value (a block of {x.numel()} values, {bits}-bit codes)")
+    fig.tight_layout()
+    return fig

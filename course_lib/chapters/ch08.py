@@ -9,21 +9,22 @@ The runs themselves are in :mod:`course_lib.parallel.ddp`; nothing here computes
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from course_lib.base.tables import Table
 from course_lib.exercises.questions import Question
 from course_lib.numbers import memory
-from course_lib.parallel import buckets, cost_model, ddp
+from course_lib.parallel import buckets, cost_model, ddp, ring
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = ["bucket_table", "checksum_table", "link_sweep_table", "memory_table",
            "plot_link_timeline", "plot_overlap", "plot_scaling", "scaling_table", "shard_table",
-           "throughput_table"]
+           "ring_allreduce_diagram", "throughput_table"]
 
 
 def shard_table(global_batch: int, world_size: int) -> Table:
@@ -279,3 +280,104 @@ quiz = SimpleNamespace(
              "the latency term is tiny here.",
     ),
 )
+
+
+#: Where :func:`ring_allreduce_diagram` puts each rank in a panel, round a square: its
+#: chunks' bottom left (inches from the panel's) and the side its name is written on.
+_RING_PLACES = {0: (0.75, 0.95, "left"), 1: (2.55, 0.95, "right"),
+                2: (2.55, 0.15, "right"), 3: (0.75, 0.15, "left")}
+_CELL = 0.3
+_Sends = list[tuple[int, int, int]]  # (sender, chunk, receiver) of one step
+_State = list[list[frozenset]]  # state[rank][chunk]: the ranks whose gradients it sums
+
+
+def _ring_states(world: int) -> list[tuple[str, _Sends, _State]]:
+    """The ring's panels: a title, the step's transfers and the state after it."""
+    state = [[frozenset({r}) for _ in range(world)] for r in range(world)]
+    panels = [(f"start: each rank's own gradient in {world} chunks", [], state)]
+    schedule = ring.ring_schedule(world)
+    for phase in ("reduce-scatter", "all-gather"):
+        for step in range(world - 1):
+            sends = [(s, c, r) for p, t, s, c, r in schedule if (p, t) == (phase, step)]
+            old, state = state, [list(row) for row in state]
+            for sender, chunk, receiver in sends:  # everyone sends at once
+                if phase == "reduce-scatter":
+                    state[receiver][chunk] = old[receiver][chunk] | old[sender][chunk]
+                else:
+                    state[receiver][chunk] = old[sender][chunk]
+            verb = "add" if phase == "reduce-scatter" else "keep"
+            panels.append((f"{phase} step {step + 1}: send, {verb}", sends, state))
+    return panels
+
+
+def _ring_panel(ax: Any, x0: float, y0: float, title: str, sends: _Sends,
+                state: _State, hues: list[str], panel: int) -> None:
+    """One step of the ring: every rank's chunks, and the chunk each sends on."""
+    from course_lib.base import diagrams
+
+    world, width = len(state), len(state) * _CELL
+    ax.text(x0 + diagrams.COLUMN_INCHES / 4, y0 + 1.66, title, ha="center", va="top",
+            fontsize=diagrams.FONT, fontweight="bold")
+    touched = {(s, c) for s, c, _ in sends} | {(r, c) for _, c, r in sends}
+    for rank, (bx, by, side) in _RING_PLACES.items():
+        for chunk in range(world):
+            n = len(state[rank][chunk])
+            diagrams.box(ax, x0 + bx + chunk * _CELL, y0 + by, _CELL, _CELL, str(n),
+                         diagrams.tint(hues[chunk], 0.15 + 0.85 * n / world),
+                         fontweight="bold" if n == world else "normal",
+                         edge="black" if (rank, chunk) in touched else "white",
+                         gid=f"ring-panel{panel}-rank{rank}-chunk{chunk}")
+        left = side == "left"
+        ax.text(x0 + bx + (-0.06 if left else width + 0.06), y0 + by + _CELL / 2,
+                f"rank {rank}", ha="right" if left else "left", va="center",
+                fontsize=diagrams.FONT)
+    for sender, chunk, receiver in sends:
+        (sx, sy, _), (rx, ry, _) = _RING_PLACES[sender], _RING_PLACES[receiver]
+        if sy == ry:  # along the top or the bottom
+            y = y0 + sy + _CELL / 2
+            ends = (sx + width + 0.05, rx - 0.05) if sx < rx else (sx - 0.05,
+                                                                   rx + width + 0.05)
+            start, end, where = (x0 + ends[0], y), (x0 + ends[1], y), "above"
+        else:  # down the right side or up the left
+            x = x0 + sx + width / 2
+            ends = (sy - 0.05, ry + _CELL + 0.05) if sy > ry else (sy + _CELL + 0.05,
+                                                                   ry - 0.05)
+            start, end = (x, y0 + ends[0]), (x, y0 + ends[1])
+            where = "right" if sx > 1 else "left"
+        diagrams.arrow(ax, start, end, f"chunk {chunk}", colour=hues[chunk], side=where,
+                       fontsize=diagrams.SMALL, fontweight="bold")
+
+
+def ring_allreduce_diagram() -> Figure:
+    """The ring all-reduce on 4 ranks, step by step: reduce-scatter, then all-gather, a
+    panel per step, each chunk saying how many ranks' gradients it sums.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    from course_lib.base import diagrams
+
+    world = len(_RING_PLACES)
+    panels = _ring_states(world)
+    height = 0.85 + 1.75 * world
+    title = (f"Ring all-reduce on {world} ranks: {world - 1} steps of reduce-scatter, "
+             f"{world - 1} of all-gather")
+    fig, ax = diagrams.canvas(diagrams.COLUMN_INCHES, height, title)
+    hues = [diagrams.COLOURS[k]
+            for k in ("parameters", "gradients", "communication", "compute")]
+    top = height - 0.45
+    for i, (title, sends, state) in enumerate(panels):
+        column, row = divmod(i, world)
+        x0 = column * diagrams.COLUMN_INCHES / 2
+        _ring_panel(ax, x0, top - (row + 1) * 1.75, title, sends, state, hues, i)
+    factor = cost_model.ring_allreduce_bytes(1.0, world)
+    sent = sum(1 for _, _, s, _, _ in ring.ring_schedule(world) if s == 0)
+    note = (f"The number in a chunk: how many ranks' gradients it sums ({world}, in "
+            f"bold: the full sum). Each step, every rank sends one chunk of "
+            f"S / {world} bytes to its right-hand neighbour. After {world - 1} steps "
+            f"of reduce-scatter each rank holds one full sum; after {world - 1} of "
+            f"all-gather every rank holds all {world}.")
+    bytes_sent = f"Each rank sends {sent} chunks: 2(N − 1)/N × S = {factor:g} S."
+    ax.text(diagrams.COLUMN_INCHES / 2 + 0.25, top - world * 1.75 + 1.55,
+            textwrap.fill(note, 46) + "\n" + bytes_sent, ha="left", va="top",
+            fontsize=diagrams.FONT, linespacing=1.4)
+    return fig

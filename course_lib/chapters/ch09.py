@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from course_lib.base.tables import Table
+from course_lib.chapters.ch09_diagrams import fsdp_layer_diagram, zero_stages_diagram
 from course_lib.exercises.questions import Question
 from course_lib.numbers import memory
 from course_lib.parallel import cost_model, ddp, fsdp, wire, zero
@@ -25,9 +26,10 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = ["STAGE", "ZERO_PAPER_GB", "by_hand_table", "by_run", "collective_wire_table",
-           "equality_table", "factor_table", "fsdp_paper_table", "label", "memory_table",
+           "equality_table", "factor_table", "fsdp_layer_diagram", "fsdp_paper_table",
+           "label", "memory_table",
            "offload_table", "plot_memory", "link_table", "plot_reduction", "prefetch_table", "reshard_table",
-           "volume_table", "wire_table", "zero_paper_table"]
+           "volume_table", "wire_table", "zero_paper_table", "zero_stages_diagram"]
 
 #: The ZeRO stage whose formula each strategy is compared with.
 STAGE = {"ddp": 0, "zero1": 1, "zero2": 2, "zero3": 3, "hsdp": 3}

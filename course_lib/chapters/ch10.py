@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["allreduce_table", "checkpoint_table", "gpu_table", "offload_ram_table",
            "operations_table",
            "platform_table", "plot_bandwidth", "plot_roofline", "read_table", "throughput_table",
-           "time_to_train_table"]
+           "roofline_diagram", "time_to_train_table"]
 
 #: Workstation CPUs the lecture notes recommend: PCIe lanes, memory channels and their speed (MT/s).
 _CPU_PLATFORMS: dict[str, tuple[int, int, int, str]] = {
@@ -190,6 +190,64 @@ def plot_roofline(roofs: Sequence[roofline.Roof], operations: Sequence[roofline.
     ax.legend(fontsize=7, loc="lower right")
     ax.grid(True, which="major", alpha=0.3)
     fig.tight_layout()
+    return fig
+
+
+def roofline_diagram(name: str = "H100 SXM", dtype: str = "bf16") -> Figure:
+    """The roofline as a diagram: one GPU's roof from its datasheet, the memory-bound
+    and the compute-bound regions, the ridge point, and an operation on each side.
+
+    Chapter 10, *Hardware for LLM training*.
+    """
+    import matplotlib.pyplot as plt
+
+    from course_lib.base import diagrams
+
+    roof, tera, colours = roofline.roof_of(name, dtype), 1e12, diagrams.COLOURS
+    ops = [(f"{mode}, batch {batch}: {op.name}", op) for mode, batch in
+           (("decode", 1), ("train", 64))
+           for op in roofline.block_operations(batch=batch, mode=mode)
+           if op.name == "MLP up"]
+    diagrams.use_course_style()
+    fig, ax = plt.subplots(figsize=(diagrams.COLUMN_INCHES, 5.2))
+    fig.subplots_adjust(left=0.1, right=0.97, bottom=0.12, top=0.9)  # angles hold
+    lo, hi, peak, slope = 0.1, roof.ridge * 300, roof.peak / tera, roof.bandwidth / tera
+    xs = [lo * (hi / lo) ** (i / 100) for i in range(101)]
+    ax.plot(xs, [roofline.attainable(x, roof) / tera for x in xs], lw=2.5,
+            color=colours["text"])
+    ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo * slope / 2, peak * 40))
+    ax.axvspan(lo, roof.ridge, color=colours["parameters"], alpha=0.1, lw=0)
+    ax.axvspan(roof.ridge, hi, color=colours["communication"], alpha=0.12, lw=0)
+    ax.axvline(roof.ridge, color=colours["line"], ls="--", lw=1)
+    ax.scatter([roof.ridge], [peak], color=colours["text"], zorder=4, s=40)
+    text = {"fontsize": diagrams.FONT, "linespacing": 1.4}
+    ax.text(lo * 1.3, peak * 28, "memory-bound\nthe arithmetic units wait on memory\n"
+            "time = bytes moved / W", va="top", **text)
+    ax.text(hi / 1.3, peak * 28, "compute-bound\nmemory waits on the arithmetic\n"
+            "time = FLOPs / P", va="top", ha="right", **text)
+    ax.annotate(f"ridge point\nI = P / W = {roof.ridge:,.0f} FLOP/byte",
+                (roof.ridge, peak), (roof.ridge * 1.5, peak / 100), ha="left", va="top",
+                arrowprops={"arrowstyle": "->", "color": colours["line"]}, **text)
+    ax.text(hi / 1.3, peak * 1.25, f"peak P = {peak:,.0f} TFLOP/s", ha="right",
+            va="bottom", **text)
+    a, b = ax.transData.transform([(1, slope), (10, 10 * slope)])  # slope on the page
+    ax.text(2, 3 * slope, f"W × I: bandwidth W = {slope:g} TB/s", ha="left",
+            va="bottom",
+            rotation=math.degrees(math.atan2(b[1] - a[1], b[0] - a[0])),
+            rotation_mode="anchor", **text)
+    for label, op in ops:
+        speed = roofline.attainable(op.intensity, roof)
+        ax.scatter([op.intensity], [speed / tera], color=colours["sign"], zorder=5,
+                   s=40)
+        ax.annotate(f"{label}\n{op.intensity:,.1f} FLOP/byte: "
+                    f"{speed / roof.peak:.1%} of P", (op.intensity, speed / tera),
+                    textcoords="offset points", xytext=(10, -10), ha="left", va="top",
+                    color=colours["sign"], **text)
+    ax.set_xlabel("arithmetic intensity I (FLOP per byte moved)")
+    ax.set_ylabel("attainable TFLOP/s")
+    ax.set_title(f"The roofline of the {name} in dense {dtype.upper()}: min(P, W × I)",
+                 fontsize=diagrams.TITLE)
+    ax.grid(True, which="major", alpha=0.3)
     return fig
 
 

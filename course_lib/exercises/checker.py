@@ -20,6 +20,8 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from course_lib.exercises.wrapping import wrap
+
 __all__ = ["Case", "Exercise", "Feedback", "Misconception", "same", "show", "summarize"]
 
 #: The mime type of the machine-readable result a checker displays next to its text (read by grading).
@@ -148,21 +150,25 @@ def summarize(value: Any, items: int = 6, language: str = "en") -> str:
 
 
 def show(feedback: Feedback) -> None:
-    """Display feedback: as text, and in a notebook also as the machine-readable result grading reads.
+    """Display feedback, wrapped at 88 characters (in a notebook also for grading).
+
+    The machine-readable result keeps the message as written, one statement per line.
 
     Used by the library's other modules.
     """
+    text = wrap(feedback.message)
     try:
         from IPython import get_ipython
         from IPython.display import display
     except ImportError:
         get_ipython = None
     if get_ipython is None or get_ipython() is None:
-        print(feedback.message)
+        print(text)
         return
-    result = {"exercise": feedback.exercise, "passed": feedback.passed, "message": feedback.message,
-              "case": feedback.case, "misconception": feedback.misconception}
-    display({"text/plain": feedback.message, MIME: result}, raw=True)
+    result = {"exercise": feedback.exercise, "passed": feedback.passed,
+              "message": feedback.message, "case": feedback.case,
+              "misconception": feedback.misconception}
+    display({"text/plain": text, MIME: result}, raw=True)
 
 
 def function_name(fn: Callable[..., Any]) -> str:
@@ -308,4 +314,5 @@ class Exercise:
         feedback = self.check(fn)
         show(feedback)
         if must_pass and not feedback.passed:
-            raise AssertionError(f"the worked solution of {self.name} fails its checker:\n{feedback.message}")
+            raise AssertionError(f"the worked solution of {self.name} fails its "
+                                 "checker:\n" + wrap(feedback.message))

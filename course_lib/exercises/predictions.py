@@ -18,6 +18,7 @@ import torch
 
 from course_lib.base.tables import Table
 from course_lib.exercises.checker import Feedback, show
+from course_lib.exercises.wrapping import wrap
 from course_lib.numbers.i18n import localise_number
 
 __all__ = ["Prediction", "saved_bytes"]
@@ -121,7 +122,8 @@ class Prediction:
         feedback = self.check(answer)
         show(feedback)
         if must_pass and not feedback.passed:
-            raise AssertionError(f"the worked prediction of {self.name} fails its grade:\n{feedback.message}")
+            raise AssertionError(f"the worked prediction of {self.name} fails its "
+                                 "grade:\n" + wrap(feedback.message))
 
 
 def saved_bytes(tensors: dict[str, torch.Tensor]) -> dict[str, int]:

@@ -6,6 +6,8 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
+from course_lib.exercises.wrapping import wrap
+
 __all__ = ["PHRASES", "Question"]
 
 #: The feedback's words by language ("en", "nl"); ``{…}`` fields are filled in by ``feedback``.
@@ -73,7 +75,7 @@ class Question:
                                           because=because, hint=self.hint)
 
     def check(self, answer: float | None) -> None:
-        """Print the feedback on a learner's answer."""
-        print(self.feedback(answer)[1])
+        """Print the feedback on a learner's answer, wrapped at 88 characters."""
+        print(wrap(self.feedback(answer)[1]))
 
     __call__ = check

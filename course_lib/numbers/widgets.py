@@ -130,6 +130,7 @@ class MemoryCalculator(widgets.VBox):
              self.result],  # fmt: skip
         )
         self.add_class("course-memory-calculator")
+        self.add_class(f"course-lang-{self.language}")  # the book's note speaks it too
         self.update()
 
     def _on_change(self, change: dict) -> None:

@@ -35,13 +35,14 @@ import sys
 import tempfile
 import threading
 import time
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, NoReturn
 
 import torch
 import torch.distributed as dist
+
+from course_lib.parallel import failures
 
 __all__ = [
     "Hello",
@@ -64,6 +65,8 @@ __all__ = [
 HOST = "127.0.0.1"
 #: At most this many CPU processes per core, and never more than this many in all (gloo on CPU).
 MAX_CPU_RANKS = 8
+#: How long (seconds) the launcher waits after a line for the other ranks' lines.
+GATHER = 0.02
 #: How often (seconds) a rank looks whether its launcher is still there.
 WATCH_INTERVAL = 0.2
 #: On a bad flag, the seconds the other ranks wait for rank 0 to report it: torchrun stops the
@@ -280,9 +283,11 @@ def launch(target: str, nprocs: int = 2, kwargs: dict[str, Any] | None = None, *
     Every rank calls ``function(**kwargs)`` (``kwargs`` must be JSON: numbers, strings, lists,
     dictionaries); what it returns (tensors, numbers, lists, dictionaries, dataclasses: anything
     that pickles) comes back in rank order.
-    Lines the workers print appear here as ``[rank r] ...``. If a rank fails, its traceback is shown,
-    the other ranks are stopped and :class:`LaunchError` is raised; the same after ``timeout``
-    seconds, and when a rank returns what cannot be sent back or ends without returning.
+    Lines the workers print appear here as ``[rank r] ...``, those that come together in
+    one block. If a rank fails, the other ranks are stopped and :class:`LaunchError` is
+    raised, its message the rank's traceback cut to the learner's and the course's
+    lines; the same after ``timeout`` seconds, and when a rank returns what cannot be
+    sent back or ends without returning.
     ``threads`` is each rank's ``OMP_NUM_THREADS`` (default: the cores shared out). Should this
     process die, the ranks end too, with what they started, and remove the launch folder.
 
@@ -322,7 +327,7 @@ def launch(target: str, nprocs: int = 2, kwargs: dict[str, Any] | None = None, *
             failed = _watch(processes, lines, timeout, echo, tails)
         finally:
             _stop(processes)
-            for pump in pumps:  # the last lines, a traceback among them
+            for pump in pumps:  # the last lines
                 pump.join(timeout=5)
             _drain(lines, echo, tails=tails)
         if failed is not None:
@@ -333,10 +338,8 @@ def launch(target: str, nprocs: int = 2, kwargs: dict[str, Any] | None = None, *
             note = Path(results) / f"rank{rank}.error"  # what the rank itself said went wrong
             if note.is_file():
                 raise LaunchError(f"rank {rank} {note.read_text()} The other ranks were stopped.")
-            shown = ("its traceback is printed above" if echo else
-                     "its last lines:\n" + "\n".join(tails[rank]))
-            raise LaunchError(f"rank {rank} failed (exit code {code}) and the other ranks were "
-                              f"stopped; {shown}")
+            raise LaunchError(failures.failure_report(Path(results), rank, code, echo,
+                                                      list(tails[rank])))
         return [_result(Path(results), rank) for rank in range(nprocs)]
 
 
@@ -377,16 +380,23 @@ def _watch(processes: list[subprocess.Popen], lines: queue.Queue, timeout: float
 
 def _drain(lines: queue.Queue, echo: bool, wait: float = 0.0,
            tails: dict[int, collections.deque] | None = None) -> None:
+    """Take the lines that have come; print them, in rank order, in one write."""
+    taken: list[tuple[int, str]] = []
     try:
-        rank, line = lines.get(timeout=wait) if wait else lines.get_nowait()
+        taken.append(lines.get(timeout=wait) if wait else lines.get_nowait())
+        if wait:
+            time.sleep(GATHER)  # the other ranks' lines of the same moment
         while True:
-            if echo:
-                print(f"[rank {rank}] {line}", flush=True)
-            if tails is not None:
-                tails[rank].append(line)
-            rank, line = lines.get_nowait()
+            taken.append(lines.get_nowait())
     except queue.Empty:
         pass
+    if tails is not None:
+        for rank, line in taken:
+            tails[rank].append(line)
+    if echo and taken:  # one write: a notebook shows it as one block, not one per line
+        taken.sort(key=lambda item: item[0])  # stable: each rank's lines stay in order
+        sys.stdout.write("".join(f"[rank {rank}] {line}\n" for rank, line in taken))
+        sys.stdout.flush()
 
 
 def init_worker(backend: str | None = None, timeout: float = 60.0) -> Worker:
@@ -522,26 +532,6 @@ def _die_with_parent(launcher: int, results: Path) -> None:
     threading.Thread(target=watch, name="watch-launcher", daemon=True).start()
 
 
-def _refuse(results: Path, rank: int, text: str) -> int:
-    """Say why this rank sends back no result, here and to the launcher (``rank<r>.error``)."""
-    say(f"rank {rank} {text}")
-    try:
-        (results / f"rank{rank}.error").write_text(text)
-    except OSError:
-        pass
-    return 1
-
-
-def _send(result: Any, path: Path) -> None:
-    """Write ``result`` to ``path`` whole or not at all (the launcher reads it when all are done)."""
-    partial = path.with_suffix(".partial")
-    try:
-        partial.write_bytes(pickle.dumps(result))
-        os.replace(partial, path)
-    finally:
-        partial.unlink(missing_ok=True)
-
-
 def _worker_main(target: str, payload: str, results: str) -> int:
     """Run one rank: call the target, save its result as ``rank<r>.pkl``; 1 on failure."""
     rank, folder = int(os.environ["RANK"]), Path(results)
@@ -551,22 +541,21 @@ def _worker_main(target: str, payload: str, results: str) -> int:
         function = getattr(importlib.import_module(module), name)
         result = function(**json.loads(payload))
         try:
-            _send(result, folder / f"rank{rank}.pkl")
+            failures.send(result, folder / f"rank{rank}.pkl")
         except (pickle.PicklingError, TypeError, AttributeError, RecursionError) as err:
-            return _refuse(folder, rank, f"returned a {type(result).__name__}, which cannot be "
-                           f"sent back to the launcher ({err}). Return what pickles: numbers, "
-                           "strings, lists, dicts, tensors, dataclasses of a module; not a "
-                           "lambda, an open file, a lock or a generator.")
+            return failures.refuse(
+                folder, rank, f"returned a {type(result).__name__}, which cannot be "
+                f"sent back to the launcher ({err}). Return what pickles: numbers, "
+                "strings, lists, dicts, tensors, dataclasses of a module; not a "
+                "lambda, an open file, a lock or a generator.")
     except SystemExit as stop:
-        return _refuse(folder, rank, f"called sys.exit({stop.code!r}) in {target} instead of "
-                       "returning a result. Let the function return its result, or raise an "
-                       "exception to fail.")
-    except BaseException:  # noqa: BLE001 - shown to the learner through the launcher
-        text = traceback.format_exc()
-        for prefix, short in ((str(Path(__file__).parents[2]) + os.sep, ""),
-                              (sys.prefix + os.sep, "<python>" + os.sep)):
-            text = text.replace(prefix, short)  # no machine paths in the notebook's output
-        print(text, end="", flush=True)
+        return failures.refuse(
+            folder, rank, f"called sys.exit({stop.code!r}) in {target} instead of "
+            "returning a result. Let the function return its result, or raise an "
+            "exception to fail.")
+    except BaseException as err:  # noqa: BLE001 - the launcher shows it to the learner
+        if not failures.write_traceback(folder, rank, err):  # then shown line by line
+            print(failures.trimmed_traceback(err), flush=True)
         return 1
     finally:
         shutdown()

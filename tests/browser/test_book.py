@@ -3,6 +3,8 @@
 import nbformat
 import pytest
 
+from course_lib._about import PUBLISHED
+
 from .conftest import ROOT
 
 pytestmark = pytest.mark.browser
@@ -39,6 +41,19 @@ def assert_images_loaded(page, at_least: int) -> None:
         assert images.nth(i).evaluate("img => img.complete && img.naturalWidth > 300"), i
 
 
+def assert_snapshot(page, lead: str, words: str) -> None:
+    """The calculator says on itself that it is a snapshot, links to how to run the chapter,
+    and its inputs are switched off: no Python runs behind the book (course_widgets.js)."""
+    calculator = page.locator(".course-memory-calculator")
+    note = calculator.locator(".course-snapshot-note")
+    note.wait_for(timeout=10_000)
+    assert note.inner_text().startswith(lead) and words in note.inner_text()
+    assert note.locator("a").get_attribute("href").endswith("intro.html#how-to-use-it")
+    inputs = calculator.locator("input, select")
+    assert inputs.count() >= 5
+    assert all(inputs.nth(i).is_disabled() for i in range(inputs.count()))
+
+
 def test_chapter_2_renders_offline(offline_page, book_server):
     page = offline_page
     missing = []
@@ -50,7 +65,7 @@ def test_chapter_2_renders_offline(offline_page, book_server):
     text = result.inner_text()
     assert "7B parameters, bf16-mixed, adam" in text
     assert text.count("does not fit") == 3
-    assert page.locator(".course-memory-calculator input").count() >= 5
+    assert_snapshot(page, "Snapshot.", "computed for the inputs shown when the page was built")
     # The stacked-bar plot is an image that loaded.
     images = page.locator(".cell_output img")
     assert images.count() >= 1
@@ -68,7 +83,9 @@ def test_landing_page_lists_chapters(offline_page, book_server):
     page.goto(f"{book_server}/intro.html")
     link = page.locator("a", has_text="The memory wall").first
     assert link.get_attribute("href").endswith("notebooks/02_memory_wall.html")
-    assert "Open in Colab" in page.content()
+    # Colab and Binder badges only once the course is published at its address.
+    assert ("Open in Colab" in page.content()) == PUBLISHED
+    assert "bash scripts/build.sh" in page.locator("main").inner_text()
     assert "(planned)" not in page.locator("main").inner_text()
     for ready in ("Data parallelism with DDP", "Sharding with ZeRO and FSDP",
                   "Hardware for LLM training"):
@@ -195,6 +212,7 @@ def test_dutch_edition_renders_offline_with_its_widgets_in_dutch(offline_page, b
     result.wait_for(timeout=30_000)
     assert "1 mld. parameters, fp32, adam" in result.inner_text()
     assert "34,9 GB per GPU" in result.inner_text() and "past niet" in result.inner_text()
+    assert_snapshot(page, "Momentopname.", "berekend voor de getoonde invoer")
     # The bit explorer: Dutch labels, the stored value as Python writes it; a click moves to the next value.
     explorer = page.locator(".course-bitx").first
     stored = explorer.locator("[data-role=stored]")

@@ -1,0 +1,167 @@
+"""What a failing rank tells its launcher: one block, its traceback cut to what matters.
+
+A rank that :func:`course_lib.parallel.launch.launch` started and that raises does not
+print its traceback line by line (each line would reach a notebook as an output of its
+own, behind ``[rank r]``): it writes it to ``rank<r>.traceback`` in the launch folder,
+trimmed to the frames of the learner's code and the course's (not the launcher's own
+frame, not torch's or Python's), with no machine path in it. The launcher raises one
+:class:`~course_lib.parallel.launch.LaunchError` that shows it, its lines at most
+:data:`WIDTH` characters where they can be (code lines are kept whole). Chapter 8 shows
+such a failure; chapters 8 and 9 launch their ranks through it.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import sys
+import sysconfig
+import textwrap
+import traceback
+from pathlib import Path
+from typing import Any
+
+__all__ = ["WIDTH", "failure_report", "refuse", "send", "trimmed_traceback",
+           "write_traceback"]
+
+#: The width of a report's lines: the book cuts longer lines.
+WIDTH = 88
+#: The folder that holds ``course_lib/``: the course's files are shown relative to it.
+COURSE_ROOT = Path(__file__).resolve().parents[2]
+_LAUNCHER = Path(__file__).resolve().with_name("launch.py")
+#: gloo's "[/path/file.cc:78] " in front of its messages.
+_GLOO_PATH = re.compile(r"\[[^\]\s]*\.(?:cc|cpp|h):\d+\] ")
+
+
+def _library_roots() -> list[str]:
+    """Where Python's own modules and the installed packages (torch among them) live."""
+    paths = sysconfig.get_paths()
+    keys = ("stdlib", "platstdlib", "purelib", "platlib")
+    found = {paths.get(key, "") for key in keys}
+    found |= {sys.prefix, sys.base_prefix, sys.exec_prefix}
+    return sorted({str(Path(p).resolve()) + os.sep for p in found if p})
+
+
+def _shown_path(filename: str) -> str | None:
+    """How a frame's file is shown (no machine path); None for a library's."""
+    if filename.startswith("<"):  # "<string>", "<lab cell 3>": a name, not a path
+        return filename
+    path = Path(filename).resolve()
+    if path.is_relative_to(COURSE_ROOT / "course_lib"):
+        return path.relative_to(COURSE_ROOT).as_posix()
+    if any(str(path).startswith(root) for root in _library_roots()):
+        return None
+    for base in (COURSE_ROOT, Path.cwd()):
+        if path.is_relative_to(base):
+            return path.relative_to(base).as_posix()
+    return path.name
+
+
+def _clean(text: str) -> str:
+    """``text`` without gloo's source paths and this machine's folders."""
+    text = _GLOO_PATH.sub("", text)
+    for prefix, short in ((str(COURSE_ROOT) + os.sep, ""),
+                          (sys.prefix + os.sep, "<python>" + os.sep)):
+        text = text.replace(prefix, short)
+    return text
+
+
+def _wrapped(text: str, indent: str = "  ") -> list[str]:
+    """Each line of ``text`` wrapped at :data:`WIDTH`, continuation lines indented."""
+    lines = []
+    for line in text.splitlines() or [""]:
+        lines += textwrap.wrap(line, WIDTH, subsequent_indent=indent,
+                               break_long_words=False, break_on_hyphens=False) or [""]
+    return lines
+
+
+def trimmed_traceback(err: BaseException) -> str:
+    """``err``'s traceback as a learner needs it: their lines, the course's, the error.
+
+    The frames of Python, of installed libraries (torch) and the launcher's own frame
+    are left out; a course file is shown as ``course_lib/...``, any other by its name.
+
+    Used by the library's other modules.
+    """
+    lines = []
+    for frame in traceback.extract_tb(err.__traceback__):
+        shown = _shown_path(frame.filename)
+        launcher = frame.name == "_worker_main" and frame.filename.endswith("launch.py")
+        if shown is None or (launcher and Path(frame.filename).resolve() == _LAUNCHER):
+            continue
+        lines.append(f'  File "{shown}", line {frame.lineno}, in {frame.name}')
+        if frame.line:
+            lines.append(f"    {frame.line.strip()}")
+    error = "".join(traceback.format_exception_only(type(err), err)).strip()
+    return "\n".join(lines + _wrapped(_clean(error)))
+
+
+def write_traceback(folder: Path, rank: int, err: BaseException) -> bool:
+    """Write ``err``'s trimmed traceback to ``rank<r>.traceback``; False if it cannot.
+
+    Used by the library's other modules.
+    """
+    try:
+        (folder / f"rank{rank}.traceback").write_text(trimmed_traceback(err))
+    except (OSError, RecursionError):
+        return False
+    return True
+
+
+def failure_report(folder: Path, rank: int, code: int, echo: bool,
+                   tail: list[str]) -> str:
+    """The launcher's message when ``rank`` exits with ``code``: the one block to show.
+
+    The rank whose traceback was written first is named (the others often fail because
+    it did), with its traceback; the other ranks that raised add their error's last
+    line, once for each different error.
+
+    Used by the library's other modules.
+    """
+    notes = sorted(folder.glob("rank*.traceback"), key=lambda p: p.stat().st_mtime_ns)
+    if not notes:
+        shown = ("its last lines are printed above" if echo else
+                 "its last lines:\n" + "\n".join(tail))
+        return "\n".join(_wrapped(f"rank {rank} failed (exit code {code}) and the "
+                                  f"other ranks were stopped; {shown}"))
+    first = int(notes[0].stem.removeprefix("rank"))
+    lines = [f"rank {first} failed, and the other ranks were stopped. Where it failed:",
+             notes[0].read_text().rstrip()]
+    others: dict[str, list[int]] = {}  # the same error on several ranks: one line
+    for note in notes[1:]:
+        last = (note.read_text().rstrip().splitlines() or ["?"])[-1].strip()
+        others.setdefault(last, []).append(int(note.stem.removeprefix("rank")))
+    for last, ranks in others.items():
+        named = ", ".join(map(str, sorted(ranks)))
+        lines += _wrapped(f"(rank{'s' * (len(ranks) > 1)} {named} failed too: {last})")
+    return "\n".join(lines)
+
+
+def refuse(folder: Path, rank: int, text: str) -> int:
+    """Say why this rank sends back no result, here and to the launcher; return 1.
+
+    The launcher reads it from ``rank<r>.error``.
+
+    Used by the library's other modules.
+    """
+    sys.stdout.write(f"rank {rank} {text}\n")
+    sys.stdout.flush()
+    try:
+        (folder / f"rank{rank}.error").write_text(text)
+    except OSError:
+        pass
+    return 1
+
+
+def send(result: Any, path: Path) -> None:
+    """Write ``result`` to ``path`` whole or not at all (the launcher reads it last).
+
+    Used by the library's other modules.
+    """
+    partial = path.with_suffix(".partial")
+    try:
+        partial.write_bytes(pickle.dumps(result))
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
