@@ -59,3 +59,19 @@ def refusal(main, argv: list[str], capsys) -> str:
     captured = capsys.readouterr()
     assert info.value.code == 2 and captured.out == "", captured
     return captured.err
+
+
+#: The variables torchrun sets for each rank (the torchrun entry points' tests clear them).
+TORCHRUN_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+@pytest.fixture
+def ranks(monkeypatch):
+    """torchrun's WORLD_SIZE, none of its other variables: flags are checked first."""
+    for name in TORCHRUN_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+
+    def world(n: int) -> None:
+        monkeypatch.setenv("WORLD_SIZE", str(n))
+
+    return world

@@ -21,12 +21,11 @@ import pytest
 
 from course_lib.parallel import launch, mesh, pipeline
 
-from conftest import refusal
+from conftest import TORCHRUN_VARIABLES, refusal
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 ROOT = Path(__file__).resolve().parents[1]
-TORCHRUN_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
 # --- checks ---------------------------------------------------------------------------
@@ -45,18 +44,6 @@ def test_a_tensor_degree_that_does_not_divide_the_ranks_is_refused():
 def test_run_many_names_the_functions_it_runs():
     with pytest.raises(ValueError, match="one of mesh, pipeline, tensor; got 'zero'"):
         mesh.run_many([{"run": "zero"}])
-
-
-@pytest.fixture
-def ranks(monkeypatch):
-    """torchrun's WORLD_SIZE, none of its other variables: flags are checked first."""
-    for name in TORCHRUN_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-
-    def world(n: int) -> None:
-        monkeypatch.setenv("WORLD_SIZE", str(n))
-
-    return world
 
 
 @pytest.mark.parametrize(("world", "argv", "message"), [

@@ -19,7 +19,6 @@ from conftest import refusal
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-TORCHRUN_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
 # --- stages and micro-batches ---------------------------------------------------------
@@ -127,18 +126,6 @@ def test_the_bubble_needs_every_rank_and_a_complete_step():
 
 
 # --- the torchrun entry point's flags ------------------------------------------------
-
-@pytest.fixture
-def ranks(monkeypatch):
-    """torchrun's WORLD_SIZE, none of its other variables: flags are checked first."""
-    for name in TORCHRUN_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-
-    def world(n: int) -> None:
-        monkeypatch.setenv("WORLD_SIZE", str(n))
-
-    return world
-
 
 @pytest.mark.parametrize(("world", "argv", "message"), [
     (5, [], "5 pipeline stages (one per rank) for the course's GPT-2 of 4 blocks: "

@@ -28,7 +28,6 @@ from conftest import refusal, tiny_gpt2
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
-TORCHRUN_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
 # --- the degree and its messages ---------------------------------------------------
@@ -154,18 +153,6 @@ def test_a_parallel_model_trains_like_the_model_with_the_whole_norm_clipped(one_
 
 
 # --- the torchrun entry point's flags ----------------------------------------------
-
-@pytest.fixture
-def ranks(monkeypatch):
-    """torchrun's WORLD_SIZE, none of its other variables: flags are checked first."""
-    for name in TORCHRUN_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-
-    def world(n: int) -> None:
-        monkeypatch.setenv("WORLD_SIZE", str(n))
-
-    return world
-
 
 @pytest.mark.parametrize(("world", "argv", "message"), [
     (3, [], "the hidden size 128 is not divisible by the tensor degree 3"),

@@ -59,6 +59,7 @@ __all__ = [
     "positive_number",
     "resolve_backend",
     "shutdown",
+    "stop_processes",
     "whole_number",
 ]
 
@@ -258,8 +259,8 @@ def _pump(rank: int, stream: Any, lines: queue.Queue) -> None:
     stream.close()
 
 
-def _stop(processes: list[subprocess.Popen]) -> None:
-    """Stop every process that still runs, with its children: SIGTERM, then SIGKILL after 5 s."""
+def stop_processes(processes: list[subprocess.Popen], grace: float = 5.0) -> None:
+    """Stop every process that still runs, with its process group: SIGTERM, then SIGKILL."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         alive = [p for p in processes if p.poll() is None]
         for p in alive:
@@ -267,7 +268,7 @@ def _stop(processes: list[subprocess.Popen]) -> None:
                 os.killpg(p.pid, sig)
             except ProcessLookupError:
                 pass
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + grace
         for p in alive:
             try:
                 p.wait(timeout=max(0.1, deadline - time.monotonic()))
@@ -326,7 +327,7 @@ def launch(target: str, nprocs: int = 2, kwargs: dict[str, Any] | None = None, *
                 pumps[-1].start()
             failed = _watch(processes, lines, timeout, echo, tails)
         finally:
-            _stop(processes)
+            stop_processes(processes)
             for pump in pumps:  # the last lines
                 pump.join(timeout=5)
             _drain(lines, echo, tails=tails)

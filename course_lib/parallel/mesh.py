@@ -37,7 +37,6 @@ import dataclasses
 import functools
 import math
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -295,23 +294,6 @@ class TwoNodeRun:
     port: int
 
 
-def _stop(processes: list[subprocess.Popen]) -> None:
-    """SIGTERM each torchrun (it stops its workers), SIGKILL what is left after 10 s."""
-    for sig, grace in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
-        alive = [p for p in processes if p.poll() is None]
-        for p in alive:
-            try:
-                os.killpg(p.pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + grace
-        for p in alive:
-            try:
-                p.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pass
-
-
 def two_nodes(args: Sequence[str] = (), nproc_per_node: int = 2,
               port: int | None = None, timeout: float = 300.0,
               module: str = "course_lib.parallel.mesh") -> TwoNodeRun:
@@ -347,7 +329,7 @@ def two_nodes(args: Sequence[str] = (), nproc_per_node: int = 2,
                     f"the two torchrun nodes did not finish within {timeout:g} s and "
                     "were stopped. Pass a larger timeout=, or fewer --steps.") from None
     finally:
-        _stop(processes)
+        launch.stop_processes(processes, grace=10.0)  # torchrun stops its workers
     return TwoNodeRun(tuple(p.returncode for p in processes), tuple(outputs), port)
 
 
