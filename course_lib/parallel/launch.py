@@ -260,7 +260,10 @@ def _pump(rank: int, stream: Any, lines: queue.Queue) -> None:
 
 
 def stop_processes(processes: list[subprocess.Popen], grace: float = 5.0) -> None:
-    """Stop every process that still runs, with its process group: SIGTERM, then SIGKILL."""
+    """Stop every process that still runs, with its process group: SIGTERM, then SIGKILL.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
     for sig in (signal.SIGTERM, signal.SIGKILL):
         alive = [p for p in processes if p.poll() is None]
         for p in alive:

@@ -156,7 +156,9 @@ def test_chapter_8_renders_its_runs_tables_and_plots_offline(offline_page, book_
                         "Training the course GPT-2 on this machine",
                         "Model states in bytes: every rank holds all of them"))
     # The crashing rank's traceback is on the page, with its rank in front and no machine path.
-    assert "[rank 1] ValueError: rank 1 fails on purpose" in text
+    # A failing rank arrives as one block: the error, no process ids.
+    assert "LaunchError: rank 1 failed" in text
+    assert "ValueError: rank 1 fails on purpose" in text
     assert "/work/" not in text and "site-packages" not in text
     assert_chapter_complete(page, "Part III", 2)
 
