@@ -75,3 +75,21 @@ def ranks(monkeypatch):
         monkeypatch.setenv("WORLD_SIZE", str(n))
 
     return world
+
+
+def schedule_order(stages: int, micro_batches: int, kind: str) -> list[list[tuple[str, int]]]:
+    """Each stage's work, ("F" or "B", micro-batch), in GPipe's or torch's 1F1B order."""
+    orders = []
+    for i in range(stages):
+        if kind == "gpipe":
+            order = [("F", m) for m in range(micro_batches)]
+            order += [("B", m) for m in range(micro_batches)]
+        else:
+            warmup = min(micro_batches, stages - i)
+            order = [("F", m) for m in range(warmup)]
+            for m in range(micro_batches):
+                order.append(("B", m))
+                if warmup + m < micro_batches:
+                    order.append(("F", warmup + m))
+        orders.append(order)
+    return orders

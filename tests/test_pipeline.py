@@ -15,7 +15,7 @@ from course_lib.parallel import checkpointing, launch, pipeline
 from course_lib.parallel.pipeline import Event
 from course_lib.text import course_model, models
 
-from conftest import refusal
+from conftest import refusal, schedule_order
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -78,21 +78,8 @@ def schedule(stages: int, micro_batches: int, kind: str) -> list[list[Event]]:
 
     A forward keeps 10 bytes.
     """
-    orders = []
-    for i in range(stages):
-        if kind == "gpipe":
-            order = [("F", m) for m in range(micro_batches)]
-            order += [("B", m) for m in range(micro_batches)]
-        else:
-            warmup = min(micro_batches, stages - i)
-            order = [("F", m) for m in range(warmup)]
-            for m in range(micro_batches):
-                order.append(("B", m))
-                if warmup + m < micro_batches:
-                    order.append(("F", warmup + m))
-        orders.append([Event(k, m, 0.0, 1.0 if k == "F" else 2.0, 10)
-                       for k, m in order])
-    return orders
+    return [[Event(k, m, 0.0, 1.0 if k == "F" else 2.0, 10) for k, m in order]
+            for order in schedule_order(stages, micro_batches, kind)]
 
 
 @pytest.mark.parametrize("stages", [2, 4])

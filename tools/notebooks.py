@@ -126,6 +126,12 @@ PARTS: tuple[tuple[str, tuple[Chapter, ...]], ...] = (
                 "tokenisation, all-reduce) and set next to data-centre GPUs: the "
                 "roofline, MFU and the time to train a model",
                 (60, 105), (3, 8)),
+        Chapter(11, "Beyond data parallelism: tensor and pipeline parallelism",
+                "11_beyond_data_parallelism.ipynb",
+                "Megatron's column- and row-parallel layers written out and run on two "
+                "ranks, sequence parallelism, GPipe and 1F1B pipelines and their bubble "
+                "measured, checkpointing, a 2-D mesh, and how real runs lay out their GPUs",
+                (60, 120), (2, 8, 9)),
     )),
 )  # fmt: skip
 #: Every chapter, in order.

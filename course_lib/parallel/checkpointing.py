@@ -39,7 +39,7 @@ class CheckpointingCost:
     forward-and-backward runs (seconds); and the model's forward FLOPs per token in its
     blocks and in all.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
 
     batch: int
@@ -76,7 +76,7 @@ def checkpointing_cost(batch: int = 8, seq_len: int = 128, repeats: int = 5,
                        seed: int = 0, device: str | None = "cpu") -> CheckpointingCost:
     """One step of the course's GPT-2 shape without and with checkpointing: bytes, time.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     tokenizer = data.course_tokenizer()
     shape = course_model.course_model_config(tokenizer)

@@ -65,7 +65,7 @@ def check_mesh(world_size: int, tp: int, hidden: int, heads: int,
                global_batch: int) -> int:
     """The data-parallel replicas for ``tp``-way tensor parallelism; else say what fits.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     tensor_parallel.check_tensor_degree(tp, hidden, heads, world_size)
     replicas = world_size // tp
@@ -81,7 +81,7 @@ class TensorParallelAdamW(torch.optim.AdamW):
 
     ``group`` is the tensor-parallel group, ``clip`` the largest norm (the recipe's).
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
 
     def __init__(self, params: Any, group: Any = None, clip: float = 1.0,
@@ -114,7 +114,7 @@ class MeshRank:
     largest difference of its parameters from one process trained on the global batch,
     and that process's losses.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
 
     rank: int
@@ -162,7 +162,7 @@ def train_mesh(tp: int = 2, steps: int = 3, global_batch: int = 4, seq_len: int 
     ``check``: rank 0 also trains one process on the global batch, and every rank
     compares its parameters with its share of that process's.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     from torch.distributed.device_mesh import init_device_mesh
 
@@ -220,7 +220,7 @@ def run_many(runs: Sequence[dict[str, Any]]) -> list[Any]:
     (:func:`course_lib.parallel.tensor_parallel.tp_block_check`); the other keys are its
     arguments. Starting the ranks costs seconds; one launch runs them all.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     from course_lib.parallel import pipeline
 
@@ -240,7 +240,7 @@ def run_many(runs: Sequence[dict[str, Any]]) -> list[Any]:
 def check_flags(args: argparse.Namespace, world_size: int) -> None:
     """Refuse a tensor degree or a batch that does not fit the ranks, naming the flags.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     if args.seq_len > ddp.context_length():
         raise ValueError(f"--seq-len {args.seq_len} is longer than the model's "
@@ -256,7 +256,7 @@ def check_flags(args: argparse.Namespace, world_size: int) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """The torchrun entry point: train on a (dp, tp) mesh; each rank's place; a check.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     parser = launch.RankArgumentParser(
         prog="torchrun --nproc-per-node=N -m course_lib.parallel.mesh",
@@ -286,7 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 class TwoNodeRun:
     """What :func:`two_nodes` got back: each node's exit status and output; the port.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
 
     returncodes: tuple[int, ...]
@@ -304,7 +304,7 @@ def two_nodes(args: Sequence[str] = (), nproc_per_node: int = 2,
     seconds (:class:`~course_lib.parallel.launch.LaunchError`) or if this call is
     interrupted; a busy ``port`` is refused before anything starts.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     port = launch.free_port() if port is None else launch.check_port(port)
     launch.check_world_size(2 * nproc_per_node)

@@ -65,7 +65,7 @@ SCHEDULES = {"gpipe": "ScheduleGPipe", "1f1b": "Schedule1F1B"}
 def check_stages(stages: int, layers: int) -> int:
     """Return ``stages`` if each gets one of the ``layers`` blocks; else name the limit.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     if isinstance(stages, bool) or not isinstance(stages, int) or stages < 2:
         raise ValueError(f"a pipeline needs at least 2 stages (one rank each), got "
@@ -81,7 +81,7 @@ def check_micro_batches(batch: int, micro_batches: int, stages: int,
                         schedule: str = "gpipe") -> int:
     """Return ``micro_batches`` if they split the batch and suit the schedule; else why.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     if schedule not in SCHEDULES:
         raise ValueError(f"unknown schedule {schedule!r}; use one of: "
@@ -104,7 +104,7 @@ def check_micro_batches(batch: int, micro_batches: int, stages: int,
 def split_layers(layers: int, stages: int) -> list[range]:
     """The blocks of each stage: consecutive runs, the first ones longer when uneven.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     check_stages(stages, layers)
     base, extra = divmod(layers, stages)
@@ -118,7 +118,7 @@ def theoretical_bubble(stages: int, micro_batches: int) -> float:
 
     The same for GPipe and 1F1B.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     return (stages - 1) / (micro_batches + stages - 1)
 
@@ -129,7 +129,7 @@ class GPT2Stage(nn.Module):
     The modules are the model's own (not copies). A first stage reads token ids, the
     others the hidden states of the stage before; the last returns logits.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
 
     def __init__(self, model: nn.Module, stage: int, stages: int) -> None:
@@ -165,7 +165,7 @@ class GPT2Stage(nn.Module):
 def causal_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """The next-token cross-entropy in the logits' dtype (transformers' is float32).
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     return F.cross_entropy(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten(),
                            ignore_index=-100)
@@ -179,7 +179,7 @@ class Event:
     are what autograd keeps for its backward (the loss's too on the last stage, whose
     forward event lasts until its loss is computed).
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
 
     kind: str
@@ -192,7 +192,7 @@ class Event:
 def held(events: Sequence[Event]) -> tuple[int, int]:
     """The most micro-batches whose activations a rank held at once, and the most bytes.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     saved = {e.micro_batch: e.saved for e in events if e.kind == "F"}
     count = n_bytes = peak_count = peak_bytes = 0
@@ -213,7 +213,7 @@ class PipelineRank:
     process's; the events of each timed step; the most micro-batches and bytes of
     activations it held at once (in the last step).
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
 
     rank: int
@@ -287,7 +287,7 @@ def pipeline_step(schedule: str = "gpipe", micro_batches: int = 4,
     before each; the last step's gradients are compared with one process's, which every
     rank computes itself.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     from torch.distributed import pipelining
 
@@ -348,7 +348,7 @@ class Bubble:
     (the measured durations, nothing for communication); ``theory``:
     :func:`theoretical_bubble`.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
 
     stages: int
@@ -375,7 +375,7 @@ def replay(timelines: Sequence[Sequence[Event]]) -> list[list[Event]]:
     waits. What the measured step spent beyond this went to communication and to ranks
     sharing cores.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     p, done = len(timelines), {}
     out: list[list[Event]] = [[] for _ in timelines]
@@ -404,7 +404,7 @@ def replay(timelines: Sequence[Sequence[Event]]) -> list[list[Event]]:
 def bubble(ranks: Sequence[PipelineRank]) -> Bubble:
     """The bubble of one pipeline run, from every rank's :class:`PipelineRank`.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     first = ranks[0]
     if [r.rank for r in ranks] != list(range(first.stages)):
@@ -423,7 +423,7 @@ def bubble(ranks: Sequence[PipelineRank]) -> Bubble:
 def check_flags(args: argparse.Namespace, world_size: int) -> None:
     """Refuse stages, micro-batches or a sequence that do not fit, naming the flags.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     layers = course_model.course_model_config(data.course_tokenizer()).n_layer
     if world_size > layers:
@@ -447,7 +447,7 @@ def check_flags(args: argparse.Namespace, world_size: int) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """The torchrun entry point: a pipelined step; each stage, the bubble, the check.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     parser = launch.RankArgumentParser(
         prog="torchrun --nproc-per-node=N -m course_lib.parallel.pipeline",

@@ -80,7 +80,7 @@ def check_tensor_degree(degree: int, hidden: int, heads: int,
                         world_size: int | None = None) -> int:
     """Return ``degree`` if it splits the width, heads and ranks; else say what does.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     if isinstance(degree, bool) or not isinstance(degree, int) or degree < 1:
         raise ValueError(f"the tensor degree must be a whole number >= 1, got "
@@ -104,7 +104,7 @@ def conv1d_as_linear(conv: nn.Module) -> nn.Linear:
 
     ``Conv1D`` keeps its weight as ``(in, out)``, ``nn.Linear`` as ``(out, in)``.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     n_in, n_out = conv.weight.shape
     linear = nn.Linear(n_in, n_out, device=conv.weight.device, dtype=conv.weight.dtype)
@@ -121,7 +121,7 @@ def shard_rows(out_features: int, degree: int, rank: int,
     ``parts=3`` is GPT-2's fused ``c_attn``, whose output is ``[q | k | v]``: a rank
     takes the same heads of each.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     if out_features % (parts * degree):
         raise ValueError(f"{out_features} output features do not split into {parts} "
@@ -140,7 +140,7 @@ def _place(group: Group) -> tuple[int, int]:
 class ColumnParallelLinear(nn.Module):
     """``Y_r = f(X) A_r + b_r``: a rank's share of an ``nn.Linear``'s output features.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
 
     def __init__(self, full: nn.Linear, group: Group = None, parts: int = 1,
@@ -173,7 +173,7 @@ class RowParallelLinear(nn.Module):
     The bias is whole on every rank and added once, after the partial products are
     summed.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
 
     def __init__(self, full: nn.Linear, group: Group = None,
@@ -207,7 +207,7 @@ class RowParallelLinear(nn.Module):
 class ParallelMLP(nn.Module):
     """GPT-2's MLP split: ``c_fc`` column-, ``c_proj`` row-parallel, GELU on each rank.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
 
     def __init__(self, mlp: nn.Module, group: Group = None,
@@ -230,7 +230,7 @@ class ParallelAttention(nn.Module):
     ``c_attn`` is column-parallel over the same heads of ``q``, ``k`` and ``v``;
     ``c_proj`` is row-parallel over the outputs of those heads.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
 
     def __init__(self, attn: nn.Module, group: Group = None,
@@ -269,7 +269,7 @@ def parallelize_block(block: nn.Module, group: Group = None,
     With ``sequence_parallel`` the block reads and writes ``1/t`` of the sequence, and
     its layer norms' parameters are marked: their gradients are partial.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     attn = block.attn
     check_tensor_degree(dist.get_world_size(group), attn.embed_dim, attn.num_heads)
@@ -283,7 +283,7 @@ def parallelize_block(block: nn.Module, group: Group = None,
 def parallelize_model(model: nn.Module, group: Group = None) -> nn.Module:
     """Make every block of a GPT-2 model tensor-parallel over ``group``, in place.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     for block in models.blocks(model):
         parallelize_block(block, group)
@@ -297,7 +297,7 @@ def reference_shards(module: nn.Module, reference: nn.Module,
     ``reference`` is the same module whole, its ``Conv1D`` weights transposed where the
     parallel layers are ``nn.Linear``; ``grads`` gives the gradients' shards instead.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     from transformers.pytorch_utils import Conv1D
 
@@ -325,7 +325,7 @@ def block_parameters(hidden: int, degree: int, inner: int | None = None) -> int:
     ``inner = 4h``); the two row-parallel biases and the two layer norms stay whole
     (``6 h``).
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     h, i = hidden, 4 * hidden if inner is None else inner
     split = 3 * h * h + 3 * h + h * h + 2 * h * i + i
@@ -342,7 +342,7 @@ def activation_bytes_tp(seq_len: int, batch: int, hidden: int, heads: int, degre
     and outputs, ``4 e s b h``, which every rank keeps whole (Korthikanti et al. 2022);
     sequence parallelism splits those too: everything over ``t``.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     total = memory.activation_bytes_per_layer(seq_len, batch, hidden, heads,
                                               bytes_per_element, dropout=False,
@@ -362,7 +362,7 @@ def torch_parallelize_block(block: nn.Module, mesh: Any) -> nn.Module:
     attention then splits a rank's columns into its ``q``, ``k`` and ``v`` (by
     ``split_size``, set to ``h / t``) and counts the heads from their width.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
                                                    parallelize_module)
@@ -398,7 +398,7 @@ class TPBlockCheck:
     (:func:`activation_bytes_tp`). With sequence parallelism one more all-reduce, once a
     step and not counted here, sums the partial gradients of the norms and biases.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
 
     rank: int
@@ -436,7 +436,7 @@ def tp_block_check(dtype: str = "float64", seed: int = 0, batch: int = 2,
     course model's tanh-approximated "gelu_new" keeps four), seeded; its input and the
     weights of the loss ``sum(w * block(x))`` are seeded random.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     worker = launch.init_worker()
     degree = worker.world_size
@@ -496,7 +496,7 @@ def tp_block_check(dtype: str = "float64", seed: int = 0, batch: int = 2,
 def check_flags(args: argparse.Namespace, world_size: int) -> None:
     """Refuse a block shape that does not split across the ranks, naming the flags.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     shape = course_model.course_model_config(data.course_tokenizer())
     hidden, heads = args.hidden or shape.n_embd, args.heads or shape.n_head
@@ -518,7 +518,7 @@ def check_flags(args: argparse.Namespace, world_size: int) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """The torchrun entry point: check a tensor-parallel block; each rank prints a line.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     parser = launch.RankArgumentParser(
         prog="torchrun --nproc-per-node=N -m course_lib.parallel.tensor_parallel",

@@ -67,7 +67,7 @@ TORCH_KINDS = {"all_reduce": "all-reduce", "allreduce_": "all-reduce",
 def all_gather_sequence(shard: torch.Tensor, group: Group = None) -> torch.Tensor:
     """The ranks' ``(batch, sequence / t, hidden)`` shards joined along the sequence.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     t = dist.get_world_size(group)
     # all_gather_into_tensor joins along dimension 0: bring the sequence there and back
@@ -80,7 +80,7 @@ def all_gather_sequence(shard: torch.Tensor, group: Group = None) -> torch.Tenso
 def reduce_scatter_sequence(full: torch.Tensor, group: Group = None) -> torch.Tensor:
     """The ranks' ``(batch, sequence, hidden)`` tensors summed; this rank keeps a shard.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     t = dist.get_world_size(group)
     if full.shape[1] % t:
@@ -95,7 +95,7 @@ def reduce_scatter_sequence(full: torch.Tensor, group: Group = None) -> torch.Te
 class f(torch.autograd.Function):  # noqa: N801 - the paper's name
     """Megatron-LM's f: identity forward, all-reduce of the gradient backward.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
 
     @staticmethod
@@ -115,7 +115,7 @@ class f(torch.autograd.Function):  # noqa: N801 - the paper's name
 class g(torch.autograd.Function):  # noqa: N801 - the paper's name
     """Megatron-LM's g: all-reduce forward, identity backward.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
 
     @staticmethod
@@ -134,7 +134,7 @@ class g(torch.autograd.Function):  # noqa: N801 - the paper's name
 class ReduceScatterSequence(torch.autograd.Function):
     """Sequence parallelism's g-bar: reduce-scatter forward, all-gather backward.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
 
     @staticmethod
@@ -156,7 +156,7 @@ class GatheredLinear(torch.autograd.Function):
     there (for the weight's gradient); the input's gradient is reduce-scattered back to
     the shards.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
 
     @staticmethod
@@ -184,7 +184,7 @@ def sync_sequence_parallel_grads(module: nn.Module, group: Group = None) -> None
     A parameter that sees only this rank's part of the sequence is marked
     ``sequence_parallel``; one all-reduce sums all of them, flattened together.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     partial = [p for p in module.parameters()
                if getattr(p, "sequence_parallel", False) and p.grad is not None]
@@ -204,7 +204,7 @@ def grad_norm(parameters: Iterable[nn.Parameter], group: Group = None) -> torch.
     are summed over the group in one all-reduce of a single number, and the whole
     parameters' squares, the same on every rank, are added once.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     squares: dict[bool, list[torch.Tensor]] = {True: [], False: []}
     for p in parameters:
@@ -221,7 +221,7 @@ def grad_norm(parameters: Iterable[nn.Parameter], group: Group = None) -> torch.
 def collective_counts(names: Iterable[str]) -> dict[str, int]:
     """How many collectives of each kind, from the course's names or PyTorch's op names.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     kinds = (TORCH_KINDS.get(str(n).rpartition(".")[2], str(n)) for n in names)
     return dict(Counter(kinds))
@@ -234,7 +234,7 @@ class BlockPass:
     Its output, its input's gradient, the bytes kept for backward (0 when not measured)
     and the collectives of each pass, by kind.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
 
     output: torch.Tensor
@@ -253,7 +253,7 @@ def block_pass(block: nn.Module, x: torch.Tensor, weights: torch.Tensor,
     functional collectives). ``measure`` counts the bytes autograd keeps; the meter
     cannot read PyTorch's DTensors.
 
-    Used by the library's other modules.
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
     from torch.distributed.tensor.debug import CommDebugMode
 

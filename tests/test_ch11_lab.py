@@ -1,0 +1,78 @@
+"""Chapter 11's lab: wrong answers, written as a learner might, that its checkers must recognise;
+the references agree with the library's column-parallel layer, with the groups of a real 2 x 2
+mesh, and with the formula the prediction measures."""
+
+import torch
+
+from course_lib.chapters import ch11_lab
+from course_lib.parallel import tensor_parallel
+
+# -- column_shard ---------------------------------------------------------------------------------
+
+
+def input_features(weight, bias, degree, rank, parts=1):
+    n = weight.shape[1] // degree
+    return weight[:, rank * n:(rank + 1) * n], bias  # the row-parallel cut
+
+
+def whole_bias(weight, bias, degree, rank, parts=1):
+    n = weight.shape[0] // parts // degree
+    rows = [i for p in range(parts) for i in range(p * n * degree + rank * n,
+                                                   p * n * degree + (rank + 1) * n)]
+    return weight[rows], bias
+
+
+def one_block(weight, bias, degree, rank, parts=1):
+    return weight.chunk(degree)[rank], bias.chunk(degree)[rank]  # c_attn cut as one
+
+
+# -- mesh_groups ----------------------------------------------------------------------------------
+
+
+def swapped(world_size, tp):
+    dp = world_size // tp
+    return {"tp": [list(range(r, world_size, tp)) for r in range(tp)],
+            "dp": [list(range(d * tp, (d + 1) * tp)) for d in range(dp)]}
+
+
+def tp_groups_counted(world_size, tp):
+    size = world_size // tp  # tp groups of world_size // tp ranks
+    return {"tp": [list(range(g * size, (g + 1) * size)) for g in range(tp)],
+            "dp": [list(range(r, world_size, size)) for r in range(size)]}
+
+
+WRONG = {"column_shard": {
+             "slicing the input features (row-parallel) instead of the output features":
+                 input_features,
+             "the whole bias on every rank": whole_bias,
+             "the fused q, k, v cut as one block": one_block},
+         "mesh_groups": {"dp and tp groups swapped": swapped,
+                         "tp read as the number of groups": tp_groups_counted}}
+
+
+def test_the_column_slice_is_what_the_library_layer_keeps():
+    """ColumnParallelLinear keeps weight[shard_rows(...)]: the same as the reference."""
+    weight, bias = torch.randn(12, 4), torch.randn(12)
+    for rank in range(2):
+        rows = tensor_parallel.shard_rows(12, 2, rank, parts=3)
+        mine = ch11_lab._column_shard(weight, bias, 2, rank, parts=3)
+        assert torch.equal(mine[0], weight[rows]) and torch.equal(mine[1], bias[rows])
+    halves = [ch11_lab._column_shard(weight, bias, 2, r)[0] for r in range(2)]
+    assert torch.equal(torch.cat(halves), weight)  # contiguous halves, in rank order
+
+
+def test_the_mesh_groups_are_those_of_the_chapters_run():
+    """tests/test_mesh.py measured these groups on a real (2, 2) DeviceMesh of 4 ranks."""
+    groups = ch11_lab._mesh_groups(4, 2)
+    assert groups == {"tp": [[0, 1], [2, 3]], "dp": [[0, 2], [1, 3]]}
+    big = ch11_lab._mesh_groups(16, 8)
+    assert big["tp"] == [list(range(8)), list(range(8, 16))]
+    assert all(len(g) == 2 for g in big["dp"]) and len(big["dp"]) == 8
+
+
+def test_the_prediction_measures_the_formula():
+    measured = ch11_lab.tp_block_bytes.measure()
+    h = 128
+    assert measured["split weights and biases"] == 4 * (12 * h * h + 7 * h) // 2
+    assert measured["whole biases and layer norms"] == 4 * 6 * h
+    assert sum(measured.values()) == 4 * tensor_parallel.block_parameters(h, 2)
