@@ -182,6 +182,20 @@ def test_chapter_9_renders_its_runs_tables_and_plots_offline(offline_page, book_
     assert_chapter_complete(page, "Sharding with ZeRO and FSDP", 2)
 
 
+def test_chapter_11_renders_its_runs_tables_and_plots_offline(offline_page, book_server):
+    page = offline_page
+    text = chapter_text(page, book_server, "11_beyond_data_parallelism")
+    # The tensor, pipeline and mesh runs ran when the book was built, and their checks held.
+    assert_shows(text, ("forward: {'all-reduce': 2} backward: {'all-reduce': 2}",
+                        "tp groups: [(0, 1), (2, 3)] dp groups: [(0, 2), (1, 3)]",
+                        "The bubble of a 2-stage pipeline",
+                        "What each stage holds for backward at its peak",
+                        "How two published runs lay out their GPUs",
+                        "class f(torch.autograd.Function)"))
+    assert "/work/" not in text and "site-packages" not in text
+    assert_chapter_complete(page, "Beyond data parallelism", 1)
+
+
 def test_chapter_10_renders_its_measurements_roofline_and_datasheets_offline(offline_page, book_server):
     page = offline_page
     text = chapter_text(page, book_server, "10_hardware")
@@ -230,7 +244,7 @@ def test_dutch_edition_renders_offline_with_its_widgets_in_dutch(offline_page, b
 
 LAB_PAGES = ["01_pretraining_objectives", "02_memory_wall", "03_number_formats", "04_quantizing_pi",
              "05_quantization", "06_pruning", "07_gptq", "08_ddp", "09_zero_fsdp", "10_hardware",
-             "nl/kwantisatie"]
+             "11_beyond_data_parallelism", "nl/kwantisatie"]
 
 
 @pytest.mark.parametrize("notebook", LAB_PAGES)
