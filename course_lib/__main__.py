@@ -1,4 +1,5 @@
-"""Command line of the course: ``python -m course_lib check | memory ... | prepare | train-course-model | grade | learner-copies``."""
+"""Command line of the course: ``python -m course_lib check | memory ... | plan ... |
+prepare | train-course-model | grade | learner-copies``."""
 
 from __future__ import annotations
 
@@ -11,13 +12,56 @@ from course_lib.numbers import i18n, memory
 
 #: The memory command's flags that take a number: argparse reads a negative one (-7e9) as a flag.
 _NUMBER_FLAGS = ("--params", "--batch", "--seq-len", "--gpus", "--zero")
+#: The plan command's flags: (flag, the planner's input, help); every value reaches the
+#: planner as typed, so that its checks (and their messages) are the planner's own.
+_PLAN_FLAGS = (
+    ("--preset", "model", "a published model or 'custom' (default llama2-7b)"),
+    ("--params", "params", "parameters, e.g. 7e9 or 7B (custom; overrides a preset)"),
+    ("--layers", "layers", "transformer layers"),
+    ("--hidden", "hidden", "hidden size"),
+    ("--heads", "heads", "attention heads"),
+    ("--vocab", "vocab", "vocabulary size"),
+    ("--seq-len", "seq_len", "tokens per sequence (default: the preset's)"),
+    ("--precision", "precision", "fp32, bf16-mixed (default), fp16-mixed or bf16"),
+    ("--optimizer", "optimizer", "adam (default), adam-8bit, sgd-momentum or sgd"),
+    ("--gpu", "gpu", "a100-40, a100-80, h100 (default), l40s or custom"),
+    ("--gpu-memory", "gpu_memory_gb", "GPU memory in GB (a custom GPU)"),
+    ("--gpu-tflops", "gpu_tflops", "GPU peak in TFLOP/s at the precision (custom GPU)"),
+    ("--gpus-per-node", "gpus_per_node", "GPUs per node (default 8)"),
+    ("--nodes", "nodes", "nodes (default 1)"),
+    ("--node-link", "node_link", "link in a node (default: the GPU's own; or custom)"),
+    ("--network-link", "network_link", "between nodes (default ib-ndr; or custom)"),
+    ("--node-alpha-us", "node_alpha_us", "latency per step in a node, microseconds"),
+    ("--node-beta-gbs", "node_beta_gbs", "bandwidth inside a node, GB/s per GPU"),
+    ("--net-alpha-us", "net_alpha_us", "latency per step between nodes, microseconds"),
+    ("--net-beta-gbs", "net_beta_gbs", "bandwidth between nodes, GB/s per GPU"),
+    ("--zero", "zero", "ZeRO stage 0-3 (0 = DDP, 3 = FSDP full sharding; default 0)"),
+    ("--shard", "shard", "hybrid sharding: shard over groups of this many replicas"),
+    ("--tp", "tp", "tensor-parallel degree, inside a node (default 1)"),
+    ("--pp", "pp", "pipeline stages (default 1)"),
+    ("--micro-batches", "micro_batches", "micro-batches per replica and step (default: "
+     "one sequence each)"),
+    ("--global-batch", "global_batch", "sequences per step (default: the preset's)"),
+    ("--tokens", "tokens", "tokens to train on, e.g. 2T (default: the preset's, or 20 "
+     "per parameter)"),
+    ("--mfu", "mfu", "share of the peak reached while computing (default 0.4)"),
+)
+_PLAN_SWITCHES = (
+    ("--offload", "offload", True, "CPU offload: optimizer states, master weights"),
+    ("--checkpointing", "checkpointing", True, "activation checkpointing (full)"),
+    ("--no-flash-attention", "flash_attention", False,
+     "keep the s x s attention scores (no fused attention)"),
+    ("--dropout", "dropout", True, "count dropout's masks"),
+)
 
 
 def _join_negative_numbers(argv: Sequence[str] | None) -> list[str]:
     """``--params -7e9`` as ``--params=-7e9``, the same to argparse, so that the value reaches its check."""
     out: list[str] = []
     for arg in sys.argv[1:] if argv is None else argv:
-        if out and out[-1] in _NUMBER_FLAGS and arg.startswith("-") and memory.read_count(arg) is not None:
+        numeric = _NUMBER_FLAGS + tuple(flag for flag, _, _ in _PLAN_FLAGS)
+        number = arg.startswith("-") and memory.read_count(arg) is not None
+        if out and out[-1] in numeric and number:
             out[-1] = f"{out[-1]}={arg}"
         else:
             out.append(arg)
@@ -103,7 +147,9 @@ def _name(options, what: str):
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with its commands: check, memory, prepare, train-course-model, grade, learner-copies."""
     parser = argparse.ArgumentParser(prog="python -m course_lib", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{check,memory,prepare,train-course-model,grade,learner-copies}")
+    sub = parser.add_subparsers(
+        dest="command", required=True,
+        metavar="{check,memory,plan,prepare,train-course-model,grade,learner-copies}")
 
     sub.add_parser("grade", add_help=False,
                    help="run learners' notebooks headless without their solutions: exercise, pass / not yet, feedback")
@@ -155,6 +201,24 @@ def build_parser() -> argparse.ArgumentParser:
                      help="ZeRO stage 0-3; 3 = FSDP full sharding (default 0; on one GPU it shards nothing)")
     mem.add_argument("--checkpointing", action=_Once, nargs=0, const=True, default=False,
                      help="activation checkpointing (full recomputation)")
+
+    planning = sub.add_parser(
+        "plan",
+        help="plan a training run: memory per GPU, the cheapest change that fits, step "
+        "time, days",
+        description="Will it fit, how fast, on what: memory per GPU by component "
+        "against the GPU's usable memory, the cheapest change that makes it fit, the "
+        "step time split into compute, communication and the pipeline bubble, and days "
+        "and GPU-hours to train.",
+    )
+    for flag, dest, text in _PLAN_FLAGS:
+        planning.add_argument(flag, dest=dest, action=_Once, help=text)
+    for flag, dest, value, text in _PLAN_SWITCHES:
+        planning.add_argument(flag, dest=dest, action=_Once, nargs=0, const=value,
+                              default=None, help=text)
+    planning.add_argument("--language", action=_Once, default="en",
+                          type=_name(i18n.LANGUAGES, "language"),
+                          help="en (default) or nl")
 
     course = sub.add_parser(
         "train-course-model",
@@ -213,6 +277,17 @@ def run_memory(args: argparse.Namespace) -> str:
     return "\n".join(parts)
 
 
+def run_plan(args: argparse.Namespace) -> str:
+    """The plan command's report as text (the planner checks every value as typed)."""
+    from course_lib.planner import model, report
+
+    names = [dest for _, dest, _ in _PLAN_FLAGS]
+    names += [dest for _, dest, _, _ in _PLAN_SWITCHES]
+    inputs = {name: getattr(args, name) for name in names
+              if getattr(args, name) is not None}
+    return report.report(model.plan(language=args.language, **inputs))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse the arguments and run the chosen command; bad input exits with status 2 and a message."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -249,6 +324,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         except KeyboardInterrupt:
             print("python -m course_lib train-course-model: interrupted; nothing was written", file=sys.stderr)
             return 130
+        return 0
+    if args.command == "plan":
+        try:
+            print(run_plan(args))
+        except ValueError as err:
+            print(f"python -m course_lib plan: error: {err}", file=sys.stderr)
+            return 2
         return 0
     try:
         print(run_memory(args))

@@ -11,7 +11,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "course_lib"
 #: The floors of the package, lowest first: a module may import from its own floor or a lower one.
-FLOORS = ("base", "text", "numbers", "compression", "parallel", "hardware", "exercises", "chapters")
+FLOORS = ("base", "text", "numbers", "compression", "parallel", "hardware", "planner",
+          "exercises", "chapters")
 #: Modules at the top of the package: the command line and what it runs; they may import anything.
 TOP = {"__init__", "__main__", "_about", "prepare"}
 MAX_LINES = 600

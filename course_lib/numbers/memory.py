@@ -150,12 +150,16 @@ class ModelShape:
         return self.vocab * h + self.positions * h + L * (12 * h * h + 13 * h) + 2 * h
 
 
-#: Named model shapes (GPT-2 small from its config, LLaMA-7B's shape, GPT-3 175B from Brown et al. 2020).
+#: Named model shapes (GPT-2 small from its config, LLaMA-7B's shape, GPT-3 175B from
+#: Brown et al. 2020); a "-shape" has a Llama's layers, width and heads, not its
+#: parameter count (rotary positions, SwiGLU, grouped-query attention).
 MODEL_PRESETS: dict[str, ModelShape] = {
     "gpt2-124M": ModelShape(12, 768, 12, 50257, 1024),
     "gpt3-1.3B": ModelShape(24, 2048, 16, 50257, 2048),
     "llama-7B-shape": ModelShape(32, 4096, 32, 32000, 0),
     "gpt3-175B": ModelShape(96, 12288, 96, 50257, 2048),
+    "llama2-70B-shape": ModelShape(80, 8192, 64, 32000, 0),
+    "llama3-405B-shape": ModelShape(126, 16384, 128, 128000, 0),
 }
 
 # (parameters, layers, hidden) of the GPT-3 family, Brown et al. 2020, Table 2.1: the depth a

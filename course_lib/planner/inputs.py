@@ -1,0 +1,500 @@
+"""The training planner's inputs: the plan as typed, presets, hardware, their checks.
+
+Chapters 2, 9, 10 and 11 use the planner (:mod:`course_lib.planner.model`). A
+:class:`Plan` holds what a learner chose, as typed: numbers, or text from the command
+line or the view's boxes (``"7B"``, ``"2e12"``, ``"0.4"``); ``None`` stands for the
+default. :func:`check` reads and checks every input, in a fixed order, and returns a
+:class:`Setup` of plain numbers and the links it runs on, or raises a ValueError whose
+one line, in English or Dutch, says what to do. The planner's JavaScript
+(``planner.js``) runs the same checks in the same order, with the same texts:
+:func:`course_lib.planner.model.js_tables` hands it the tables below.
+
+Nothing here is a second table: the model shapes come from
+:data:`course_lib.numbers.memory.MODEL_PRESETS` (T5's excepted: an encoder-decoder is
+no GPT-like shape there), the GPUs from :data:`course_lib.hardware.roofline.DATASHEETS`,
+the links from :data:`course_lib.parallel.cost_model.LINKS`; the keys below only name
+them for the command line, and :data:`PRESETS` adds what the papers published about each
+training run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import numbers
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from course_lib.hardware import roofline
+from course_lib.numbers import i18n, memory
+from course_lib.parallel import cost_model
+from course_lib.planner import texts
+
+__all__ = ["CUSTOM", "FIELDS", "GPUS", "LINK_KEYS", "MAX_GPUS", "PEAK_DTYPE", "PRESETS",
+           "Field", "Plan", "Preset", "Setup", "check", "divisors", "read_number",
+           "shown"]
+
+CUSTOM = "custom"
+#: The most GPUs a plan may use (2**20): a larger count is taken for a typing slip.
+MAX_GPUS = 2**20
+#: The global batch of a custom model when none is given, in sequences.
+CUSTOM_GLOBAL_BATCH = 512
+#: Tokens per parameter of a custom model when no token count is given: Chinchilla's
+#: rule (Hoffmann et al. 2022, bibliography key hoffmann2022chinchilla).
+TOKENS_PER_PARAM = 20
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A published model: its shape, parameter count, and how it was trained (source:
+    bib key).
+
+    Used by the library's other modules.
+    """
+
+    name: str
+    shape: memory.ModelShape
+    params: float
+    seq_len: int
+    global_batch: int
+    tokens: float
+    source: str
+    note: str
+
+
+#: Published models; ``source``: a key of book/references.bib ("" if the paper is not).
+PRESETS: dict[str, Preset] = {
+    "gpt3-175b": Preset(
+        "GPT-3 175B", memory.MODEL_PRESETS["gpt3-175B"], 175e9, 2048, 1536, 300e9,
+        "brown2020gpt3",
+        "Table 2.1: 96 layers of 12,288 with 96 heads, batches of 3.2M tokens (1,536 "
+        "sequences of 2,048); trained on 300B tokens"),
+    "llama2-7b": Preset(
+        "Llama 2 7B", memory.MODEL_PRESETS["llama-7B-shape"], 6.74e9, 4096, 1024, 2e12,
+        "",
+        "Touvron et al. 2023 (Llama 2; not in the bibliography): 32 layers of 4,096, "
+        "32 heads, 4K context, 4M-token batches, 2T tokens; 6.74B parameters in the "
+        "released weights"),
+    "llama2-70b": Preset(
+        "Llama 2 70B", memory.MODEL_PRESETS["llama2-70B-shape"], 68.98e9, 4096, 1024,
+        2e12, "",
+        "Touvron et al. 2023 (not in the bibliography): 80 layers of 8,192, 64 heads "
+        "(8 key-value), 4M-token batches, 2T tokens; 68.98B parameters in the "
+        "released weights"),
+    "llama3-405b": Preset(
+        "Llama 3 405B", memory.MODEL_PRESETS["llama3-405B-shape"], 405e9, 8192, 2048,
+        15.6e12, "dubey2024llama3",
+        "Table 3: 126 layers of 16,384, 128 heads (8 key-value), a vocabulary of "
+        "128,000; 8K context and 16M-token batches (Table 4); 15.6T tokens"),
+    "t5-11b": Preset(
+        "T5 11B", memory.ModelShape(48, 1024, 128, 32000, 0), 11.3e9, 512, 2048,
+        2.0**40,
+        "raffel2020t5",
+        "24 encoder and 24 decoder layers of width 1,024, 128 heads of 128, a "
+        "65,536-wide MLP, 32,000 wordpieces; 2**11 sequences of 512 per batch, about "
+        "1T tokens; 11.3B parameters as the FSDP paper (zhao2023fsdp) counts them. "
+        "The activation estimate assumes a decoder with a 4h-wide MLP: low for T5"),
+}
+
+#: The GPUs by command-line key: roofline's datasheets. The A100 40GB is the 80GB one
+#: with half the memory and its lower bandwidth (nvidia_a100 lists both; the peaks are
+#: the same).
+GPUS: dict[str, roofline.Accelerator] = {
+    "a100-40": dataclasses.replace(roofline.DATASHEETS["A100 SXM 80GB"],
+                                   name="A100 SXM 40GB", memory=40e9, bandwidth=1555e9),
+    "a100-80": roofline.DATASHEETS["A100 SXM 80GB"],
+    "h100": roofline.DATASHEETS["H100 SXM"],
+    "l40s": roofline.DATASHEETS["L40S"],
+}
+#: The datasheet peak a precision computes at (FP32 training uses no TF32 here:
+#: PyTorch's default for matrix products).
+PEAK_DTYPE: dict[str, str] = {"fp32": "fp32", "bf16-mixed": "bf16",
+                              "fp16-mixed": "fp16", "bf16": "bf16"}
+#: The links by command-line key: names of cost_model.LINKS.
+LINK_KEYS: dict[str, str] = {
+    "nvlink3": "NVLink 3 (A100)", "nvlink4": "NVLink 4 (H100)", "pcie4": "PCIe 4.0 x16",
+    "pcie5": "PCIe 5.0 x16", "ib-hdr": "InfiniBand HDR", "ib-ndr": "InfiniBand NDR",
+    "eth-100g": "Ethernet 100G",
+}
+_KEY_OF_LINK = {name: key for key, name in LINK_KEYS.items()}
+#: A custom GPU's links: NVLink 4 between its GPUs, PCIe 5.0 to the host.
+CUSTOM_GPU_LINKS = ("nvlink4", "pcie5")
+
+Raw = Any  # a number, a text to read as one, or None for the default
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A training plan as a learner chose it: model, hardware, strategy, batch, tokens,
+    MFU.
+
+    Numbers may be given as text (``"7B"``, ``"2e12"``); ``None`` is the default: a
+    preset's published value (shape, sequence length, global batch, tokens), the GPU's
+    datasheet, the link's figures, the whole data-parallel group (``shard``), one
+    sequence per micro-batch (``micro_batches``). A custom model needs its parameters,
+    layers, hidden size, heads, vocabulary and sequence length; a custom GPU its memory
+    (GB) and peak (TFLOP/s); a custom link its latency (µs) and bandwidth (GB/s).
+    ``mfu`` is the share of the peak the GPUs reach while they compute; the bubble and
+    exposed communication come on top.
+
+    Used by the library's other modules.
+    """
+
+    model: Raw = "llama2-7b"
+    params: Raw = None
+    layers: Raw = None
+    hidden: Raw = None
+    heads: Raw = None
+    vocab: Raw = None
+    seq_len: Raw = None
+    precision: Raw = "bf16-mixed"
+    optimizer: Raw = "adam"
+    gpu: Raw = "h100"
+    gpu_memory_gb: Raw = None
+    gpu_tflops: Raw = None
+    gpus_per_node: Raw = 8
+    nodes: Raw = 1
+    node_link: Raw = None
+    network_link: Raw = "ib-ndr"
+    node_alpha_us: Raw = None
+    node_beta_gbs: Raw = None
+    net_alpha_us: Raw = None
+    net_beta_gbs: Raw = None
+    zero: Raw = 0
+    shard: Raw = None
+    offload: Raw = False
+    tp: Raw = 1
+    pp: Raw = 1
+    micro_batches: Raw = None
+    checkpointing: Raw = False
+    flash_attention: Raw = True
+    dropout: Raw = False
+    global_batch: Raw = None
+    tokens: Raw = None
+    mfu: Raw = 0.4
+
+
+@dataclass(frozen=True)
+class Field:
+    """One input: its kind (choice, whole, positive, nonneg, bool) and its range.
+
+    Used by the library's other modules.
+    """
+
+    name: str
+    kind: str
+    low: float = 0
+    high: float = 0
+
+
+#: Every input in the order it is checked (the JavaScript checks them in this order).
+FIELDS: tuple[Field, ...] = (
+    Field("model", "choice"), Field("params", "whole", 1, memory.MAX_PARAMS),
+    Field("layers", "whole", 1, 100_000), Field("hidden", "whole", 1, 1_000_000),
+    Field("heads", "whole", 1, 100_000), Field("vocab", "whole", 1, 100_000_000),
+    Field("seq_len", "whole", 1, memory.MAX_SEQ_LEN), Field("precision", "choice"),
+    Field("optimizer", "choice"), Field("gpu", "choice"),
+    Field("gpu_memory_gb", "positive", 0, 100_000),
+    Field("gpu_tflops", "positive", 0, 1_000_000),
+    Field("gpus_per_node", "whole", 1, 1024), Field("nodes", "whole", 1, MAX_GPUS),
+    Field("node_link", "choice"), Field("network_link", "choice"),
+    Field("node_alpha_us", "nonneg", 0, 1_000_000),
+    Field("node_beta_gbs", "positive", 0, 1_000_000),
+    Field("net_alpha_us", "nonneg", 0, 1_000_000),
+    Field("net_beta_gbs", "positive", 0, 1_000_000),
+    Field("zero", "whole", 0, 3), Field("shard", "whole", 1, MAX_GPUS),
+    Field("offload", "bool"), Field("tp", "whole", 1, 1024),
+    Field("pp", "whole", 1, 100_000),
+    Field("micro_batches", "whole", 1, 1_000_000_000), Field("checkpointing", "bool"),
+    Field("flash_attention", "bool"), Field("dropout", "bool"),
+    Field("global_batch", "whole", 1, 1_000_000_000),
+    Field("tokens", "positive", 0, 10**18), Field("mfu", "positive", 0, 1),
+)
+
+
+def choices(name: str) -> list[str]:
+    """The values a choice input takes, in the order messages list them.
+
+    Used by the library's other modules.
+    """
+    return {"model": [*PRESETS, CUSTOM], "precision": list(memory.PRECISIONS),
+            "optimizer": list(memory.OPTIMIZERS), "gpu": [*GPUS, CUSTOM],
+            "node_link": [*LINK_KEYS, CUSTOM],
+            "network_link": [*LINK_KEYS, CUSTOM]}[name]
+
+
+_NUMBER = re.compile(
+    r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?([kKmMbBgGtT]?)")
+_SCALE = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12}
+_BLANK = " \t\n\r"
+
+
+def _float(value: numbers.Real) -> float:
+    """A real number as a float; an integer too large for one is infinite."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
+def read_number(value: Raw) -> float | None:
+    """The number a value stands for (text: digits, a decimal point, an exponent, an
+    optional k, M, B/G or T), or None if it is no number (a bool, a comma, a word).
+
+    Used by the library's other modules.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, numbers.Real):
+        return _float(value)
+    if not isinstance(value, str):
+        return None
+    match = _NUMBER.fullmatch(value.strip(_BLANK))
+    if not match:
+        return None
+    number = match.group(0)[: len(match.group(0)) - len(match.group(3))]
+    return float(number) * _SCALE[match.group(3).lower()]
+
+
+def shown(value: Raw, language: str = "en") -> str:
+    """A value as a message shows it: text quoted, a number as Python writes it, in the
+    language.
+
+    Used by the library's other modules.
+    """
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f"'{value}'"
+    if not isinstance(value, numbers.Real):
+        return "?"
+    x = _float(value)
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    text = str(int(x)) if x.is_integer() and abs(x) < 1e16 else repr(x)
+    return i18n.localise_number(text, language)
+
+
+def _group(n: float, language: str) -> str:
+    """A whole number with thousands separators, as the language writes them."""
+    return i18n.localise_number(f"{int(n):,}", language)
+
+
+def divisors(n: int) -> list[int]:
+    """The divisors of ``n``, ascending.
+
+    Used by the library's other modules.
+    """
+    small, large = [], []
+    d = 1
+    while d * d <= n:
+        if n % d == 0:
+            small.append(d)
+            if d * d != n:
+                large.append(n // d)
+        d += 1
+    return small + large[::-1]
+
+
+def _read(field: Field, value: Raw, language: str) -> Any:
+    """One input read and checked by its kind; a ValueError saying what is wrong."""
+    def refuse(key: str, **values: object) -> ValueError:
+        what = texts.text(f"plan_what_{field.name}", language)
+        return ValueError(texts.text(key, language, what=what,
+                                     value=shown(value, language), **values))
+
+    if field.kind == "choice":
+        options = choices(field.name)
+        key = value.strip(_BLANK).lower() if isinstance(value, str) else None
+        if key not in options:
+            raise refuse("plan_err_choice", options=", ".join(options))
+        return key
+    if field.kind == "bool":
+        if not isinstance(value, bool):
+            raise refuse("plan_err_bool")
+        return value
+    x = read_number(value)
+    if x is None:
+        raise refuse("plan_err_number")
+    high = _group(field.high, language)
+    if field.kind == "whole":
+        near = math.floor(x + 0.5) if math.isfinite(x) else x
+        if not (math.isfinite(x) and abs(x - near) <= 1e-9 * abs(x)
+                and field.low <= near <= field.high):
+            raise refuse("plan_err_whole", low=_group(field.low, language), high=high)
+        return int(near)
+    if field.kind == "nonneg":
+        if not 0 <= x <= field.high:
+            raise refuse("plan_err_nonneg", high=high)
+        return x
+    if not 0 < x <= field.high:
+        raise refuse("plan_err_positive", high=high)
+    return x
+
+
+@dataclass(frozen=True)
+class Setup:
+    """A checked plan: plain numbers, names, and the links each kind of traffic takes.
+
+    Used by the library's other modules.
+    """
+
+    model: str
+    name: str
+    params: float
+    layers: int
+    hidden: int
+    heads: int
+    vocab: int
+    seq_len: int
+    precision: str
+    optimizer: str
+    gpu: str
+    gpu_name: str
+    capacity: float
+    peak: float
+    gpus_per_node: int
+    nodes: int
+    gpus: int
+    node_link: cost_model.Link
+    network_link: cost_model.Link
+    host_link: cost_model.Link
+    zero: int
+    shard: int
+    offload: bool
+    tp: int
+    pp: int
+    dp: int
+    micro_batches: int
+    micro_batch: int
+    checkpointing: bool
+    flash_attention: bool
+    dropout: bool
+    global_batch: int
+    tokens: float
+    mfu: float
+
+
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Plan)}
+
+
+def _link(key: str, alpha: float | None, beta: float | None, names: tuple[str, str],
+          language: str) -> cost_model.Link:
+    """A link by key, its latency (µs) and bandwidth (GB/s) overridden where given."""
+    if key == CUSTOM:
+        for given, name in zip((alpha, beta), names):
+            if given is None:
+                what = texts.text(f"plan_what_{name}", language)
+                raise ValueError(texts.text("plan_err_missing_link", language,
+                                            what=what))
+        return cost_model.Link("custom", beta * 1e9, alpha * 1e-6, "")
+    base = cost_model.LINKS[LINK_KEYS[key]]
+    if alpha is None and beta is None:
+        return base
+    return cost_model.Link(base.name, base.bandwidth if beta is None else beta * 1e9,
+                           base.latency if alpha is None else alpha * 1e-6, base.source)
+
+
+def check(plan: Plan, language: str = "en") -> Setup:
+    """Read and check every input of ``plan``: a :class:`Setup`, or a ValueError in
+    ``language``.
+
+    Used by the library's other modules.
+    """
+    language = i18n.check_language(language)
+    if not isinstance(plan, Plan):
+        raise ValueError(f"plan must be a course_lib.planner.model.Plan, got {plan!r}")
+    v: dict[str, Any] = {}
+    for field in FIELDS:
+        raw = getattr(plan, field.name)
+        raw = _DEFAULTS[field.name] if raw is None else raw
+        v[field.name] = None if raw is None else _read(field, raw, language)
+
+    def missing(key: str, names: tuple[str, ...]) -> None:
+        for name in names:
+            if v[name] is None:
+                what = texts.text(f"plan_what_{name}", language)
+                raise ValueError(texts.text(key, language, what=what))
+
+    def fail(key: str, **values: float | str) -> ValueError:
+        return ValueError(texts.text(key, language, **{
+            k: _group(x, language) if isinstance(x, (int, float)) else x
+            for k, x in values.items()}))
+
+    shape_names = ("params", "layers", "hidden", "heads", "vocab", "seq_len")
+    if v["model"] == CUSTOM:
+        missing("plan_err_missing", shape_names)
+        name, preset = "custom", None
+    else:
+        preset = PRESETS[v["model"]]
+        name = preset.name
+        published = (preset.params, preset.shape.n_layers, preset.shape.hidden,
+                     preset.shape.n_heads, preset.shape.vocab, preset.seq_len)
+        for key, value in zip(shape_names, published):
+            v[key] = value if v[key] is None else v[key]
+    if v["gpu"] == CUSTOM:
+        missing("plan_err_missing_gpu", ("gpu_memory_gb", "gpu_tflops"))
+        gpu_name = "custom GPU"
+        capacity, peak = v["gpu_memory_gb"] * 1e9, v["gpu_tflops"] * 1e12
+        own_link, host_key = CUSTOM_GPU_LINKS
+    else:
+        accelerator = GPUS[v["gpu"]]
+        gpu_name = accelerator.name
+        capacity = (accelerator.memory if v["gpu_memory_gb"] is None
+                    else v["gpu_memory_gb"] * 1e9)
+        peak = (accelerator.dense[PEAK_DTYPE[v["precision"]]] if v["gpu_tflops"] is None
+                else v["gpu_tflops"] * 1e12)
+        own_link = _KEY_OF_LINK[accelerator.gpu_link or accelerator.host_link]
+        host_key = _KEY_OF_LINK[accelerator.host_link]
+    node_link = _link(v["node_link"] or own_link, v["node_alpha_us"],
+                      v["node_beta_gbs"], ("node_alpha_us", "node_beta_gbs"), language)
+    network_link = _link(v["network_link"], v["net_alpha_us"], v["net_beta_gbs"],
+                         ("net_alpha_us", "net_beta_gbs"), language)
+
+    hidden, heads, layers = v["hidden"], v["heads"], v["layers"]
+    per_node, tp, pp = v["gpus_per_node"], v["tp"], v["pp"]
+    gpus = per_node * v["nodes"]
+    if hidden % heads:
+        raise fail("plan_err_heads", hidden=hidden, heads=heads)
+    if gpus > MAX_GPUS:
+        raise fail("plan_err_gpus_max", gpus=gpus, limit=MAX_GPUS)
+    if per_node % tp:
+        options = ", ".join(_group(d, language) for d in divisors(per_node))
+        raise fail("plan_err_tp_node", tp=tp, per_node=per_node, options=options)
+    if hidden % tp or heads % tp:
+        common = math.gcd(math.gcd(hidden, heads), per_node)
+        options = ", ".join(_group(d, language) for d in divisors(common))
+        raise fail("plan_err_tp_split", tp=tp, hidden=hidden, heads=heads,
+                   options=options)
+    if pp > layers:
+        raise fail("plan_err_pp_layers", pp=pp, layers=layers)
+    if gpus % (tp * pp):
+        raise fail("plan_err_mp_gpus", tp=tp, pp=pp, mp=tp * pp, gpus=gpus)
+    dp = gpus // (tp * pp)
+    shard = v["shard"]
+    if shard is not None and v["zero"] == 0:
+        raise fail("plan_err_shard_zero")
+    if shard is not None and dp % shard:
+        options = ", ".join(_group(d, language) for d in divisors(dp))
+        raise fail("plan_err_shard", shard=shard, dp=dp, options=options)
+    if v["global_batch"] is None:
+        v["global_batch"] = preset.global_batch if preset else CUSTOM_GLOBAL_BATCH
+    batch, micro = v["global_batch"], v["micro_batches"]
+    if micro is None and batch % dp:
+        raise fail("plan_err_batch_dp", batch=batch, dp=dp)
+    if micro is not None and batch % (dp * micro):
+        raise fail("plan_err_batch", batch=batch, dp=dp, micro=micro, unit=dp * micro)
+    micro = batch // dp if micro is None else micro
+    if v["tokens"] is None:
+        v["tokens"] = preset.tokens if preset else TOKENS_PER_PARAM * v["params"]
+    return Setup(
+        v["model"], name, float(v["params"]), layers, hidden, heads, v["vocab"],
+        v["seq_len"], v["precision"], v["optimizer"], v["gpu"], gpu_name,
+        float(capacity), float(peak), per_node, v["nodes"], gpus, node_link,
+        network_link, cost_model.LINKS[LINK_KEYS[host_key]], v["zero"],
+        dp if shard is None else shard, v["offload"], tp, pp, dp, micro,
+        batch // (dp * micro), v["checkpointing"], v["flash_attention"], v["dropout"],
+        batch, float(v["tokens"]), v["mfu"])

@@ -1,0 +1,426 @@
+"""The training planner's texts in English and Dutch, and :func:`text` that fills them
+in.
+
+Chapters 2, 9, 10 and 11 meet them through the planner (:mod:`course_lib.planner.model`,
+its command line and its view). Every key starts with ``plan_``. :data:`PLAN_EN` and
+:data:`PLAN_NL` have the same keys in the same order and follow the rules of
+:mod:`course_lib.numbers.i18n`'s tables (plain ``{name}`` placeholders, the same in both
+languages; Dutch terms from its glossary); the language is checked by
+:func:`course_lib.numbers.i18n.check_language` and numbers are written the language's
+way by :func:`course_lib.numbers.i18n.localise_number`. They live here rather than in
+``i18n.py``'s tables because that module is near the length a module may have, and its
+tests require every key there to be used by a widget of its own folder. The
+``plan_what_`` texts name an input inside a sentence, the ``plan_label_`` texts name it
+next to its box.
+"""
+
+from __future__ import annotations
+
+from course_lib.numbers import i18n
+
+__all__ = ["PLAN_EN", "PLAN_NL", "text", "texts"]
+
+#: English.
+PLAN_EN: dict[str, str] = {
+    # What each input is called inside a sentence (an error message)
+    "plan_what_model": "model",
+    "plan_what_params": "number of parameters",
+    "plan_what_layers": "number of layers",
+    "plan_what_hidden": "hidden size",
+    "plan_what_heads": "number of attention heads",
+    "plan_what_vocab": "vocabulary size",
+    "plan_what_seq_len": "sequence length",
+    "plan_what_precision": "precision",
+    "plan_what_optimizer": "optimizer",
+    "plan_what_gpu": "GPU type",
+    "plan_what_gpu_memory_gb": "GPU memory (GB)",
+    "plan_what_gpu_tflops": "GPU peak (TFLOP/s)",
+    "plan_what_gpus_per_node": "number of GPUs per node",
+    "plan_what_nodes": "number of nodes",
+    "plan_what_node_link": "link inside a node",
+    "plan_what_network_link": "link between nodes",
+    "plan_what_node_alpha_us": "latency inside a node (µs)",
+    "plan_what_node_beta_gbs": "bandwidth inside a node (GB/s)",
+    "plan_what_net_alpha_us": "latency between nodes (µs)",
+    "plan_what_net_beta_gbs": "bandwidth between nodes (GB/s)",
+    "plan_what_zero": "ZeRO stage",
+    "plan_what_shard": "sharding factor",
+    "plan_what_offload": "CPU offload",
+    "plan_what_tp": "tensor-parallel degree",
+    "plan_what_pp": "pipeline-parallel degree",
+    "plan_what_micro_batches": "number of micro-batches",
+    "plan_what_checkpointing": "activation checkpointing",
+    "plan_what_flash_attention": "fused attention",
+    "plan_what_dropout": "dropout",
+    "plan_what_global_batch": "global batch (sequences)",
+    "plan_what_tokens": "number of tokens to train on",
+    "plan_what_mfu": "MFU",
+    # Bad input: one line each, saying what to do
+    "plan_err_number": (
+        "{what} must be a number, got {value}; write it with a decimal point, e.g. "
+        "0.4, 7B or 2e12"
+    ),
+    "plan_err_whole": "{what} must be a whole number from {low} to {high}, got {value}",
+    "plan_err_positive": (
+        "{what} must be a number above 0 and at most {high}, got {value}"
+    ),
+    "plan_err_nonneg": "{what} must be a number from 0 to {high}, got {value}",
+    "plan_err_bool": "{what} must be true or false, got {value}",
+    "plan_err_choice": "unknown {what} {value}; valid values: {options}",
+    "plan_err_missing": "a custom model needs its {what}: give it, or choose a preset",
+    "plan_err_missing_gpu": (
+        "a custom GPU needs its {what}: give it, or choose a GPU type"
+    ),
+    "plan_err_missing_link": (
+        "a custom link needs its {what}: give it, or choose a link"
+    ),
+    "plan_err_heads": (
+        "the hidden size {hidden} does not split into {heads} attention heads; "
+        "use a number of heads that divides {hidden}"
+    ),
+    "plan_err_gpus_max": (
+        "{gpus} GPUs are more than the planner takes ({limit}); use fewer nodes"
+    ),
+    "plan_err_tp_node": (
+        "tensor parallelism stays inside a node: the tensor-parallel degree {tp} must "
+        "divide the {per_node} GPUs per node; use one of {options}"
+    ),
+    "plan_err_tp_split": (
+        "the tensor-parallel degree {tp} must divide the hidden size {hidden} and the "
+        "{heads} attention heads; use one of {options}"
+    ),
+    "plan_err_pp_layers": (
+        "{pp} pipeline stages for {layers} layers: every stage needs at least one "
+        "layer; use at most {layers} stages"
+    ),
+    "plan_err_mp_gpus": (
+        "tensor x pipeline degree {tp} x {pp} = {mp} does not divide the {gpus} GPUs; "
+        "use degrees whose product divides {gpus}"
+    ),
+    "plan_err_shard_zero": (
+        "a sharding factor needs ZeRO stage 1, 2 or 3; stage 0 (DDP) shards nothing"
+    ),
+    "plan_err_shard": (
+        "the sharding factor {shard} must divide the {dp} data-parallel replicas; "
+        "use one of {options}"
+    ),
+    "plan_err_batch_dp": (
+        "a global batch of {batch} sequences does not split over the {dp} "
+        "data-parallel replicas; use a multiple of {dp}"
+    ),
+    "plan_err_batch": (
+        "a global batch of {batch} sequences does not split into {dp} replicas x "
+        "{micro} micro-batches; use a multiple of {unit}"
+    ),
+    # The view's labels
+    "plan_label_model": "Model",
+    "plan_label_params": "Parameters",
+    "plan_label_layers": "Layers",
+    "plan_label_hidden": "Hidden size",
+    "plan_label_heads": "Attention heads",
+    "plan_label_vocab": "Vocabulary",
+    "plan_label_seq_len": "Sequence length",
+    "plan_label_precision": "Precision",
+    "plan_label_optimizer": "Optimizer",
+    "plan_label_gpu": "GPU",
+    "plan_label_gpu_memory_gb": "Memory (GB)",
+    "plan_label_gpu_tflops": "Peak (TFLOP/s)",
+    "plan_label_gpus_per_node": "GPUs per node",
+    "plan_label_nodes": "Nodes",
+    "plan_label_node_link": "Link in a node",
+    "plan_label_network_link": "Link between nodes",
+    "plan_label_zero": "ZeRO stage",
+    "plan_label_shard": "Sharding factor",
+    "plan_label_offload": "CPU offload",
+    "plan_label_tp": "Tensor parallel",
+    "plan_label_pp": "Pipeline stages",
+    "plan_label_micro_batches": "Micro-batches",
+    "plan_label_checkpointing": "Activation checkpointing",
+    "plan_label_flash_attention": "Fused attention",
+    "plan_label_dropout": "Dropout",
+    "plan_label_global_batch": "Global batch (sequences)",
+    "plan_label_tokens": "Tokens to train on",
+    "plan_label_mfu": "MFU while computing",
+    "plan_custom": "custom",
+    "plan_auto": "(auto)",
+    "plan_heading_model": "Model and data",
+    "plan_heading_hardware": "Hardware",
+    "plan_heading_strategy": "Strategy",
+    # Results
+    "plan_heading_memory": "Memory per GPU",
+    "plan_heading_time": "Time per step",
+    "plan_mem_parameters": "parameters",
+    "plan_mem_gradients": "gradients",
+    "plan_mem_optimizer": "optimizer states and master weights",
+    "plan_mem_activations": "activations",
+    "plan_mem_buffers": "buffers (buckets, gathered layers)",
+    "plan_mem_cuda_context": "CUDA context",
+    "plan_mem_total": "total",
+    "plan_mem_margin": "allocator margin",
+    "plan_fits": "fits: {total} GB of the {usable} GB a {gpu} leaves for tensors",
+    "plan_no_fit": (
+        "does not fit: {total} GB against the {usable} GB a {gpu} leaves for tensors"
+    ),
+    "plan_change_zero": "cheapest change that fits: ZeRO stage {start} to {end}",
+    "plan_change_checkpointing": (
+        "cheapest change that fits: turn activation checkpointing on"
+    ),
+    "plan_change_tp": (
+        "cheapest change that fits: tensor-parallel degree {start} to {end}"
+    ),
+    "plan_change_pp": "cheapest change that fits: pipeline stages {start} to {end}",
+    "plan_change_nodes": (
+        "cheapest change that fits: {start} to {end} nodes ({gpus} GPUs)"
+    ),
+    "plan_change_none": (
+        "no single change fits: combine several (ZeRO 3, checkpointing, more GPUs) or "
+        "take a GPU with more memory"
+    ),
+    "plan_host": "kept on the host by CPU offload: {host} GB per GPU",
+    "plan_time_compute": "compute",
+    "plan_time_tp": "tensor-parallel all-reduces",
+    "plan_time_pp": "pipeline sends",
+    "plan_time_bubble": "pipeline bubble",
+    "plan_time_dp": "data-parallel communication, exposed",
+    "plan_time_offload": "CPU offload copies",
+    "plan_time_step": "step",
+    "plan_seconds": "seconds",
+    "plan_share": "share",
+    "plan_layout": (
+        "{gpus} GPUs = tensor {tp} x pipeline {pp} x data {dp}; {micro} micro-batches "
+        "of {micro_batch} sequence(s) per replica and step"
+    ),
+    "plan_bubble": "bubble (p - 1) / (m + p - 1) = {share} with p = {pp}, m = {micro}",
+    "plan_train": (
+        "{days} days on {gpus} GPUs, {gpu_hours} GPU-hours, for {tokens} tokens"
+    ),
+    "plan_mfu": "achieved MFU {achieved} (assumed {assumed} while computing)",
+    "plan_dp_hidden": (
+        "data-parallel communication {dp} s, of which {hidden} s hide behind compute"
+    ),
+    "plan_fallback": (
+        "Training planner: {summary}. It needs JavaScript: run the cell (in a trusted "
+        "notebook) to change the inputs."
+    ),
+    "plan_could_not_start": "The planner could not start: {error}",
+    "plan_cannot": "Cannot plan:",
+}
+
+#: Dutch, for the Dutch edition. Terms follow the course's glossary.
+PLAN_NL: dict[str, str] = {
+    "plan_what_model": "het model",
+    "plan_what_params": "het aantal parameters",
+    "plan_what_layers": "het aantal lagen",
+    "plan_what_hidden": "de verborgen dimensie",
+    "plan_what_heads": "het aantal attention-heads",
+    "plan_what_vocab": "de grootte van de woordenschat",
+    "plan_what_seq_len": "de sequentielengte",
+    "plan_what_precision": "de precisie",
+    "plan_what_optimizer": "de optimizer",
+    "plan_what_gpu": "het GPU-type",
+    "plan_what_gpu_memory_gb": "het GPU-geheugen (GB)",
+    "plan_what_gpu_tflops": "de piekrekenkracht van de GPU (TFLOP/s)",
+    "plan_what_gpus_per_node": "het aantal GPU's per node",
+    "plan_what_nodes": "het aantal nodes",
+    "plan_what_node_link": "de verbinding binnen een node",
+    "plan_what_network_link": "de verbinding tussen nodes",
+    "plan_what_node_alpha_us": "de latentie binnen een node (µs)",
+    "plan_what_node_beta_gbs": "de bandbreedte binnen een node (GB/s)",
+    "plan_what_net_alpha_us": "de latentie tussen nodes (µs)",
+    "plan_what_net_beta_gbs": "de bandbreedte tussen nodes (GB/s)",
+    "plan_what_zero": "de ZeRO-stage",
+    "plan_what_shard": "de shardingfactor",
+    "plan_what_offload": "CPU-offload",
+    "plan_what_tp": "de tensor-parallelle graad",
+    "plan_what_pp": "de pipeline-parallelle graad",
+    "plan_what_micro_batches": "het aantal micro-batches",
+    "plan_what_checkpointing": "activatie-checkpointing",
+    "plan_what_flash_attention": "gefuseerde attention",
+    "plan_what_dropout": "de dropout",
+    "plan_what_global_batch": "de globale batch (sequenties)",
+    "plan_what_tokens": "het aantal tokens om op te trainen",
+    "plan_what_mfu": "de MFU",
+    "plan_err_number": (
+        "{what} moet een getal zijn, niet {value}; schrijf het met een punt als "
+        "decimaalteken, bijvoorbeeld 0.4, 7B of 2e12"
+    ),
+    "plan_err_whole": (
+        "{what} moet een geheel getal van {low} tot en met {high} zijn, niet {value}"
+    ),
+    "plan_err_positive": (
+        "{what} moet een getal boven 0 en hoogstens {high} zijn, niet {value}"
+    ),
+    "plan_err_nonneg": (
+        "{what} moet een getal van 0 tot en met {high} zijn, niet {value}"
+    ),
+    "plan_err_bool": "{what} moet waar of onwaar zijn (true of false), niet {value}",
+    "plan_err_choice": (
+        "onbekende waarde {value} voor {what}; geldige waarden: {options}"
+    ),
+    "plan_err_missing": (
+        "een eigen model heeft {what} nodig: vul het in, of kies een bekend model"
+    ),
+    "plan_err_missing_gpu": (
+        "een eigen GPU heeft {what} nodig: vul het in, of kies een GPU-type"
+    ),
+    "plan_err_missing_link": (
+        "een eigen verbinding heeft {what} nodig: vul het in, of kies een verbinding"
+    ),
+    "plan_err_heads": (
+        "de verborgen dimensie {hidden} is niet te verdelen over {heads} "
+        "attention-heads; kies een aantal heads dat een deler is van {hidden}"
+    ),
+    "plan_err_gpus_max": (
+        "{gpus} GPU's zijn meer dan de planner aankan ({limit}); neem minder nodes"
+    ),
+    "plan_err_tp_node": (
+        "tensorparallellisme blijft binnen een node: de tensor-parallelle graad {tp} "
+        "moet een deler zijn van de {per_node} GPU's per node; kies een van {options}"
+    ),
+    "plan_err_tp_split": (
+        "de tensor-parallelle graad {tp} moet een deler zijn van de verborgen dimensie "
+        "{hidden} en van de {heads} attention-heads; kies een van {options}"
+    ),
+    "plan_err_pp_layers": (
+        "{pp} pipelinestages voor {layers} lagen: elke stage heeft minstens een laag "
+        "nodig; neem hoogstens {layers} stages"
+    ),
+    "plan_err_mp_gpus": (
+        "tensor- x pipelinegraad {tp} x {pp} = {mp} is geen deler van de {gpus} GPU's; "
+        "kies graden waarvan het product een deler is van {gpus}"
+    ),
+    "plan_err_shard_zero": (
+        "een shardingfactor vraagt ZeRO-stage 1, 2 of 3; stage 0 (DDP) verdeelt niets"
+    ),
+    "plan_err_shard": (
+        "de shardingfactor {shard} moet een deler zijn van de {dp} data-parallelle "
+        "replica's; kies een van {options}"
+    ),
+    "plan_err_batch_dp": (
+        "een globale batch van {batch} sequenties is niet te verdelen over de {dp} "
+        "data-parallelle replica's; neem een veelvoud van {dp}"
+    ),
+    "plan_err_batch": (
+        "een globale batch van {batch} sequenties is niet te verdelen in {dp} "
+        "replica's x {micro} micro-batches; neem een veelvoud van {unit}"
+    ),
+    "plan_label_model": "Model (voorgedefinieerd of eigen)",
+    "plan_label_params": "Aantal parameters",
+    "plan_label_layers": "Aantal lagen",
+    "plan_label_hidden": "Verborgen dimensie",
+    "plan_label_heads": "Attention-heads",
+    "plan_label_vocab": "Woordenschat",
+    "plan_label_seq_len": "Sequentielengte",
+    "plan_label_precision": "Precisie",
+    "plan_label_optimizer": "Optimalisatiemethode",
+    "plan_label_gpu": "GPU-type",
+    "plan_label_gpu_memory_gb": "Geheugen (GB)",
+    "plan_label_gpu_tflops": "Piek (TFLOP/s)",
+    "plan_label_gpus_per_node": "GPU's per node",
+    "plan_label_nodes": "Aantal nodes",
+    "plan_label_node_link": "Verbinding in een node",
+    "plan_label_network_link": "Verbinding tussen nodes",
+    "plan_label_zero": "ZeRO-stage",
+    "plan_label_shard": "Shardingfactor",
+    "plan_label_offload": "CPU-offload",
+    "plan_label_tp": "Tensorparallel",
+    "plan_label_pp": "Pipelinestages",
+    "plan_label_micro_batches": "Aantal micro-batches",
+    "plan_label_checkpointing": "Activatie-checkpointing",
+    "plan_label_flash_attention": "Gefuseerde attention",
+    "plan_label_dropout": "Met dropout",
+    "plan_label_global_batch": "Globale batch (sequenties)",
+    "plan_label_tokens": "Trainingstokens",
+    "plan_label_mfu": "MFU tijdens het rekenen",
+    "plan_custom": "zelf invullen",
+    "plan_auto": "(automatisch)",
+    "plan_heading_model": "Model en data",
+    "plan_heading_hardware": "De hardware",
+    "plan_heading_strategy": "Strategie",
+    "plan_heading_memory": "Geheugen per GPU",
+    "plan_heading_time": "Tijd per stap",
+    "plan_mem_parameters": "parameters (gewichten)",
+    "plan_mem_gradients": "gradi\u00ebnten",
+    "plan_mem_optimizer": "optimizer-states en masterkopie",
+    "plan_mem_activations": "activaties",
+    "plan_mem_buffers": "buffers (buckets, opgehaalde lagen)",
+    "plan_mem_cuda_context": "CUDA-context",
+    "plan_mem_total": "totaal",
+    "plan_mem_margin": "marge van de allocator",
+    "plan_fits": (
+        "past: {total} GB van de {usable} GB die een {gpu} vrijlaat voor tensors"
+    ),
+    "plan_no_fit": (
+        "past niet: {total} GB tegen de {usable} GB die een {gpu} vrijlaat voor "
+        "tensors"
+    ),
+    "plan_change_zero": "goedkoopste wijziging die past: ZeRO-stage {start} naar {end}",
+    "plan_change_checkpointing": (
+        "goedkoopste wijziging die past: zet activatie-checkpointing aan"
+    ),
+    "plan_change_tp": (
+        "goedkoopste wijziging die past: tensor-parallelle graad {start} naar {end}"
+    ),
+    "plan_change_pp": (
+        "goedkoopste wijziging die past: pipelinestages {start} naar {end}"
+    ),
+    "plan_change_nodes": (
+        "goedkoopste wijziging die past: {start} naar {end} nodes ({gpus} GPU's)"
+    ),
+    "plan_change_none": (
+        "geen enkele wijziging alleen past: combineer er meer (ZeRO 3, checkpointing, "
+        "meer GPU's) of neem een GPU met meer geheugen"
+    ),
+    "plan_host": "door CPU-offload op de host bewaard: {host} GB per GPU",
+    "plan_time_compute": "rekenen",
+    "plan_time_tp": "all-reduces van het tensorparallellisme",
+    "plan_time_pp": "berichten tussen pipelinestages",
+    "plan_time_bubble": "pipelinebubbel",
+    "plan_time_dp": "communicatie van het dataparallellisme, niet verborgen",
+    "plan_time_offload": "kopie\u00ebn van de CPU-offload",
+    "plan_time_step": "stap",
+    "plan_seconds": "seconden",
+    "plan_share": "aandeel",
+    "plan_layout": (
+        "{gpus} GPU's = tensor {tp} x pipeline {pp} x data {dp}; {micro} micro-batches "
+        "van {micro_batch} sequentie(s) per replica en stap"
+    ),
+    "plan_bubble": "bubbel (p - 1) / (m + p - 1) = {share} met p = {pp}, m = {micro}",
+    "plan_train": (
+        "{days} dagen op {gpus} GPU's, {gpu_hours} GPU-uren, voor {tokens} tokens"
+    ),
+    "plan_mfu": "behaalde MFU {achieved} (aangenomen {assumed} tijdens het rekenen)",
+    "plan_dp_hidden": (
+        "communicatie van het dataparallellisme {dp} s, waarvan {hidden} s achter het "
+        "rekenen verdwijnt"
+    ),
+    "plan_fallback": (
+        "Trainingsplanner: {summary}. Hiervoor is JavaScript nodig: voer de cel uit "
+        "(in een vertrouwd notebook) om de invoer te veranderen."
+    ),
+    "plan_could_not_start": "De planner kon niet starten: {error}",
+    "plan_cannot": "Plannen niet mogelijk:",
+}
+
+
+_TABLES = {"en": PLAN_EN, "nl": PLAN_NL}
+
+
+def text(key: str, language: str = "en", **values: object) -> str:
+    """One of the planner's texts in ``language`` ('en' or 'nl'), its placeholders
+    filled.
+
+    Used by the library's other modules.
+    """
+    return _TABLES[i18n.check_language(language)][key].format(**values)
+
+
+def texts(language: str = "en") -> dict[str, str]:
+    """Every planner text in one language, unfilled, with the language's decimal point
+    and thousands separator: what the planner's JavaScript receives.
+
+    Used by the library's other modules.
+    """
+    language = i18n.check_language(language)
+    return {**_TABLES[language], "decimal_point": i18n.text("decimal_point", language),
+            "thousands_separator": i18n.text("thousands_separator", language)}

@@ -1,0 +1,140 @@
+"""The training planner in the page: inputs, memory per GPU, verdict, step time, days,
+no kernel.
+
+Chapters 2, 9, 10 and 11 show it. :func:`planner` returns a self-contained HTML +
+JavaScript view (one ``<div>`` and one inline ``<script>``, no ipywidgets comm, nothing
+fetched), as the bit explorer (:mod:`course_lib.numbers.bit_explorer`) does, so it
+answers every change in JupyterLab, in Colab and in the static book alike. The script
+carries ``planner.js`` (the JavaScript twin of :mod:`course_lib.planner.model`, proven
+equal to it by the tests) and every table and text it needs
+(:func:`course_lib.planner.model.js_tables`), so the page computes exactly what Python
+computes. The view shows the inputs (model, hardware, strategy), a stacked bar of memory
+per GPU against the card's capacity with the line tensors may not pass, the verdict and
+the cheapest change, the step time by part, the bubble, days and GPU-hours, and the
+achieved MFU. ``language="nl"`` says it all in Dutch (numbers with a decimal comma); the
+boxes read a decimal point, as the command line does.
+
+Without JavaScript (a viewer that strips scripts) the view shows Python's one-line
+summary.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import itertools
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from course_lib.numbers import i18n
+from course_lib.planner import model, report, texts
+from course_lib.planner.inputs import Plan, Raw
+
+__all__ = ["Planner", "planner", "planner_css", "planner_js"]
+
+HERE = Path(__file__).resolve().parent
+#: Per-process counter: ids are unique per view and the same on every run.
+_ids = itertools.count(1)
+
+
+@lru_cache(maxsize=None)
+def planner_js() -> str:
+    """The planner's JavaScript (model and view), as inlined into every view.
+
+    Used by the library's other modules.
+    """
+    return (HERE / "planner.js").read_text(encoding="utf-8")
+
+
+@lru_cache(maxsize=None)
+def planner_css() -> str:
+    """The planner's style sheet, scoped to ``.course-plan``.
+
+    Used by the library's other modules.
+    """
+    return (HERE / "planner.css").read_text(encoding="utf-8")
+
+
+def _script_json(value: object) -> str:
+    """JSON to write inside <script>: '<', '>' and '&' escaped, so no text can close the
+    tag."""
+    out = json.dumps(value, ensure_ascii=True, allow_nan=False)
+    for char, escape in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):
+        out = out.replace(char, escape)
+    return out
+
+
+def _given(spec: Plan) -> dict[str, Any]:
+    """The inputs that differ from the defaults, as JSON-safe values (text, numbers,
+    bools)."""
+    defaults = Plan()
+    out = {}
+    for field in dataclasses.fields(Plan):
+        value = getattr(spec, field.name)
+        if value != getattr(defaults, field.name) and value is not None:
+            plain = isinstance(value, (str, bool, int, float))
+            out[field.name] = value if plain else str(value)
+    return out
+
+
+class Planner:
+    """The planner as a live view; Python plans its starting inputs (a bad one is a
+    ValueError).
+
+    Used by the library's other modules.
+    """
+
+    def __init__(self, spec: Plan | None = None, language: str = "en",
+                 **inputs: Raw) -> None:
+        self.language = i18n.check_language(language)
+        self.spec = dataclasses.replace(spec or Plan(), **inputs)
+        self.result = model.plan(self.spec, self.language)
+
+    def summary(self) -> str:
+        """The verdict, the cheapest change if any, and the run, in one line."""
+        lines = report.sentences(self.result)
+        keep = [lines[0]] + ([lines[1]] if not self.result.fits else []) + [lines[-2]]
+        return "; ".join(keep)
+
+    def __repr__(self) -> str:
+        return f"Planner({self.result.setup.name}): {self.summary()}"
+
+    def _repr_html_(self) -> str:
+        element_id = f"course-plan-{next(_ids)}"
+        config = {"inputs": _given(self.spec), "language": self.language,
+                  "tables": model.js_tables()}
+        static = html.escape(texts.text("plan_fallback", self.language,
+                                        summary=self.summary()))
+        start = (
+            "(function () {\n"
+            f"  var id = {json.dumps(element_id)}, cfg = {_script_json(config)};\n"
+            "  var script = document.currentScript;\n"
+            "  function start(tries) {\n"
+            "    var el = script && script.previousElementSibling;\n"
+            "    if (!el || el.id !== id) el = document.getElementById(id);\n"
+            "    if (el) { window.coursePlanner.mount(el, cfg); return; }\n"
+            "    if (tries < 200) setTimeout(function () { start(tries + 1); }, 50);\n"
+            "  }\n"
+            "  start(0);\n"
+            "})();\n"
+        )
+        return (
+            f'<div class="course-plan tex2jax_ignore mathjax_ignore" id="{element_id}">'
+            f"<style>{planner_css()}</style>"
+            f'<div class="course-plan-static">{static}</div></div>'
+            f"<script>\n{planner_js()}\n{start}</script>"
+        )
+
+
+def planner(spec: Plan | None = None, language: str = "en", **inputs: Raw) -> Planner:
+    """An interactive training planner, starting from ``spec`` and ``inputs`` (see
+    :class:`Plan`).
+
+    ``planner(model="llama3-405b", nodes=2048, tp=8, pp=16, zero=1,
+    checkpointing=True)``; ``language="nl"`` shows it in Dutch.
+
+    Used by the library's other modules.
+    """
+    return Planner(spec, language, **inputs)
