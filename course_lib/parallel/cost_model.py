@@ -27,13 +27,16 @@ import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["ALGORITHMS", "DDP_BUCKET_BYTES", "GPUS_PER_NODE", "LINKS", "Cluster", "Link",
+__all__ = ["ALGORITHMS", "BACKWARD_SHARE", "DDP_BUCKET_BYTES", "GPUS_PER_NODE", "LINKS", "Cluster", "Link",
            "StepTime", "allgather_time", "allreduce_time", "data_parallel_step",
            "fit_alpha_beta", "get_link", "offload_transfer_time", "queue_on_link",
            "ring_allreduce_bytes", "ring_allreduce_time", "ring_time"]
 
 #: DDP's default gradient bucket: ``bucket_cap_mb=25``, i.e. 25 MiB.
 DDP_BUCKET_BYTES: int = 25 * 2**20
+#: The share of a step's compute that is the backward pass (forward : backward = 1 : 2): what a
+#: gradient all-reduce can hide behind.
+BACKWARD_SHARE: float = 2 / 3
 
 
 @dataclass(frozen=True)
@@ -412,7 +415,7 @@ class StepTime:
 
 
 def data_parallel_step(compute_seconds: float, grad_bytes: float, world_size: int,
-                       link: Link | str | Cluster, overlap: float = 2 / 3,
+                       link: Link | str | Cluster, overlap: float = BACKWARD_SHARE,
                        bucket_bytes: float = DDP_BUCKET_BYTES,
                        algorithm: str = "best") -> StepTime:
     """Predict one DDP step: bucketed ring all-reduces of the gradients, partly hidden by backward.

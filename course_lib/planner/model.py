@@ -62,10 +62,9 @@ __all__ = ["BACKWARD_SHARE", "COMPONENTS", "Change", "Memory", "Plan", "PlanResu
            "StepTime", "cheapest_change", "js_tables", "memory_per_gpu", "plan",
            "step_time"]
 
-#: The share of a step's compute that is the backward pass (forward : backward = 1 : 2),
-#: the part DDP's gradient all-reduce can hide behind (chapter 8's data_parallel_step
-#: assumes it).
-BACKWARD_SHARE = 2 / 3
+#: The share of a step's compute that DDP's gradient all-reduce can hide behind: the cost
+#: model's, which chapter 8's data_parallel_step assumes too.
+BACKWARD_SHARE = cost_model.BACKWARD_SHARE
 #: The components of a GPU's memory, in the order the bar stacks them.
 COMPONENTS = ("parameters", "gradients", "optimizer", "activations", "buffers",
               "cuda_context")
