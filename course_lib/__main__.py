@@ -191,9 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
         default="adam",
         help=f"one of {', '.join(memory.OPTIMIZERS)} (default adam)",
     )
-    mem.add_argument("--batch", type=_whole_count("calc_what_batch"), action=_Once, default=1,
+    mem.add_argument("--batch", type=_whole_count("mem_what_batch"), action=_Once, default=1,
                      help="sequences per GPU (default 1)")
-    mem.add_argument("--seq-len", type=_whole_count("calc_what_seq_len", memory.MAX_SEQ_LEN), action=_Once,
+    mem.add_argument("--seq-len", type=_whole_count("mem_what_seq_len", memory.MAX_SEQ_LEN), action=_Once,
                      help="tokens per sequence (default 2048, or a preset's positions if fewer)")
     mem.add_argument("--gpus", type=_positive_int("number of GPUs"), action=_Once, default=1,
                      help="data-parallel GPUs (default 1)")

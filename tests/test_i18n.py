@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.numbers import i18n, memory
+from course_lib.numbers import i18n
 from course_lib.numbers.i18n import EN, GLOSSARY, LANGUAGES, NL, check_language, decimal, localise_number, text
+from course_lib.planner.texts import PLAN_NL
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Keys whose Dutch text is rightly the same as the English one (the words are Dutch too).
@@ -18,8 +19,6 @@ SAME_IN_DUTCH = {
     "bx_legend_exponent",  # "exponent (5 bits, bias 15)"
     "bx_exponent_normal",  # "exponent 10000 = 16 − bias 15 → 2^1"
     "bx_row_bits",  # "bits"
-    "calc_model",  # "Model"
-    "calc_gb_per_gpu",  # "GB per GPU"
     "cmp_hex",  # "bits (hex)"
     "cmp_bits",  # "bits"
 }
@@ -60,17 +59,19 @@ def test_placeholders_are_the_same_in_every_language(key):
 
 
 def test_text_fills_values_and_shared_entries():
-    assert text("calc_fits", "nl") == "past" and text("calc_fits") == "fits"
-    assert text("calc_no_fit", "nl") == "past niet"
+    assert text("mem_what_batch", "nl") == "de batchgrootte" and text("mem_what_batch") == "batch size"
+    assert text("mem_err_gpus", "nl", value="0") == "het aantal GPU's moet een geheel getal van minstens 1 zijn, niet 0"
     assert text("bx_err_empty") == "type a value first; try pi, 1e-8, -0, inf, nan or a hex pattern like 0x4248"
     assert text("bx_err_empty", "nl") == "typ eerst een waarde; " + NL["bx_err_hint"]
     assert text("bx_err_unreadable", "nl", text="'pie'").startswith("'pie' is niet als getal te lezen; probeer pi")
-    assert text("calc_verdict", "nl", verdict="past", gpu="80 GiB", share="41%") == "past in 80 GiB: 41% van het geheugen"
-    with pytest.raises(KeyError, match="text needs a value for {gpu}"):
-        text("calc_verdict", "nl", verdict="past", share="1%")
-    with pytest.raises(KeyError, match="no text 'calc_nonsense'"):
-        text("calc_nonsense")
-    assert i18n.texts("calc_fit", "nl") == {"calc_fits": "past"}
+    assert text("mem_err_max", "nl", what="de batchgrootte", limit="1.000", value="2000") == (
+        "de batchgrootte mag hoogstens 1.000 zijn, niet 2000; staat er een cijfer te veel?"
+    )
+    with pytest.raises(KeyError, match="text needs a value for {limit}"):
+        text("mem_err_max", "nl", what="de batchgrootte", value="2000")
+    with pytest.raises(KeyError, match="no text 'mem_nonsense'"):
+        text("mem_nonsense")
+    assert i18n.texts("mem_what_seq", "nl") == {"mem_what_seq_len": "de sequentielengte"}
 
 
 def test_decimal_by_hand():
@@ -91,7 +92,7 @@ def test_decimal_by_hand():
 
 def test_a_bad_language_names_the_valid_ones():
     assert check_language("nl") == "nl" and check_language(" NL ") == "nl"
-    for call in (lambda: check_language("fr"), lambda: text("calc_fits", "fr"), lambda: decimal(1.0, 1, "fr"),
+    for call in (lambda: check_language("fr"), lambda: text("mem_what_batch", "fr"), lambda: decimal(1.0, 1, "fr"),
                  lambda: localise_number("1.5", "fr"), lambda: i18n.texts("bx_", "fr")):  # fmt: skip
         with pytest.raises(ValueError) as err:
             call()
@@ -135,12 +136,14 @@ def test_glossary_is_complete_and_well_formed():
         assert "bits" in GLOSSARY[name][1] and "mantissebits" in GLOSSARY[name][1], name
 
 
-def test_the_widgets_use_the_glossary_terms():
-    assert NL["calc_weights"] == GLOSSARY["weights"][0]
-    assert NL["calc_gradients"] == GLOSSARY["gradients"][0]
-    assert NL["calc_optimizer_states"] == GLOSSARY["optimizer states"][0]
-    assert NL["calc_activations"] == GLOSSARY["activations"][0]
-    assert NL["calc_precision"].lower() == GLOSSARY["precision"][0]
+def test_the_texts_use_the_glossary_terms():
+    """The Dutch texts of i18n and of the training planner (course_lib.planner.texts) use the glossary's terms."""
+    assert GLOSSARY["weights"][0] in NL["mem_note_stage3"]
+    assert PLAN_NL["plan_mem_parameters"] == f"parameters ({GLOSSARY['weights'][0]})"
+    assert PLAN_NL["plan_mem_gradients"] == GLOSSARY["gradients"][0]
+    assert PLAN_NL["plan_mem_optimizer"] == f"{GLOSSARY['optimizer states'][0]} en {GLOSSARY['master weights'][0]}"
+    assert PLAN_NL["plan_mem_activations"] == GLOSSARY["activations"][0]
+    assert PLAN_NL["plan_label_precision"].lower() == GLOSSARY["precision"][0]
     assert NL["bx_legend_sign"] == GLOSSARY["sign"][0]
     assert NL["bx_legend_mantissa"].startswith("mantisse ")
     assert NL["bx_row_range"] == GLOSSARY["range"][0]
@@ -151,18 +154,18 @@ def test_the_widgets_use_the_glossary_terms():
 def test_every_key_is_used_and_every_used_key_exists():
     numbers = ROOT / "course_lib" / "numbers"
     js = (numbers / "assets" / "bit_explorer.js").read_text()
-    code = "".join((numbers / name).read_text() for name in ("bit_explorer.py", "widgets.py", "memory.py"))
+    code = "".join((numbers / name).read_text() for name in ("bit_explorer.py", "memory.py"))
+    code += (ROOT / "course_lib" / "__main__.py").read_text()  # the memory command names its inputs with mem_what_
     i18n_code = (numbers / "i18n.py").read_text().partition("def check_language")[2]  # not the tables
     sources = js + code + i18n_code
     # Quoted keys; a prefix such as "bx_err_" (ending in "_") selects a group and is no key.
-    used = set(re.findall(r"[\"']((?:bx|calc|cmp)_\w*[a-z0-9]|decimal_point|thousands_separator)[\"']", sources))
+    used = set(re.findall(r"[\"']((?:bx|mem|cmp)_\w*[a-z0-9]|decimal_point|thousands_separator)[\"']", sources))
     assert used <= set(EN), sorted(used - set(EN))
     assert set(re.findall(r'fail\("(\w+)"', js)) <= {k for k in EN if k.startswith("bx_err_")}
     placeholders = {name for template in EN.values() for name, _, _ in _fields(template)}
-    components = {f"calc_{name}" for name in (*memory.Breakdown.COMPONENTS, "total")}  # built from the names
-    by_prefix = {k for k in EN if k.startswith(("bx_err_", "calc_note_"))}  # sent whole, or looked up in a loop
-    unused = set(EN) - used - placeholders - components - by_prefix
-    assert not unused, f"texts no widget uses: {sorted(unused)}"
+    by_prefix = {k for k in EN if k.startswith("bx_err_")}  # sent whole to the JavaScript
+    unused = set(EN) - used - placeholders - by_prefix
+    assert not unused, f"texts nothing uses: {sorted(unused)}"
 
 
 def test_dutch_texts_use_one_word_per_idea():

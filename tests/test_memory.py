@@ -282,10 +282,10 @@ def test_gb_names_the_type_it_takes(n_bytes):
 @pytest.mark.parametrize("stage", [1, 2, 3])
 def test_zero_on_one_gpu_is_noted_and_costs_what_stage_0_costs(stage):
     b = memory.training_memory(1e9, "bf16-mixed", zero_stage=stage)
-    assert b.notes == [i18n.text("calc_note_zero_one_gpu")]
+    assert b.notes == [i18n.text("mem_note_zero_one_gpu")]
     assert b.total == memory.training_memory(1e9, "bf16-mixed").total
     assert memory.training_memory(1e9, "bf16-mixed").notes == []
-    assert i18n.text("calc_note_zero_one_gpu") not in memory.training_memory(1e9, gpus=2, zero_stage=stage).notes
+    assert i18n.text("mem_note_zero_one_gpu") not in memory.training_memory(1e9, gpus=2, zero_stage=stage).notes
 
 
 # --- headroom: the CUDA context and the allocator's margin ---------------------------------------------

@@ -630,7 +630,8 @@ def test_presets_are_the_published_shapes():
     assert PRESETS["gpt3-175b"].shape is memory.MODEL_PRESETS["gpt3-175B"]
     assert PRESETS["llama3-405b"].shape is memory.MODEL_PRESETS["llama3-405B-shape"]
     assert all(
-        p.source in ("", "brown2020gpt3", "dubey2024llama3", "raffel2020t5")
+        p.source in ("brown2020gpt3", "touvron2023llama2", "dubey2024llama3",
+                     "raffel2020t5")
         for p in PRESETS.values()
     )
 
@@ -707,6 +708,7 @@ def test_published_figures_agree_within_their_tolerance():
         "rajbhandari2020zero",
         "zhao2023fsdp",
         "narayanan2021megatron",
+        "touvron2023llama2",
         "dubey2024llama3",
     } <= sources
     bib = (ROOT / "book" / "references.bib").read_text(encoding="utf-8")
@@ -722,3 +724,25 @@ def test_published_figures_agree_within_their_tolerance():
     limits = [r for r in rows if r.figure.limit]
     assert len(limits) == 1 and limits[0].planner < limits[0].figure.value
     assert "model limit" in str(world.comparison_table(rows))
+
+
+def test_comparison_by_source_and_a_source_it_does_not_know():
+    rows = world.comparison(("touvron2023llama2",))
+    assert [r.figure.value for r in rows] == [184320, 1720320]
+    # The GPU-hours Llama 2 published imply an MFU near the planner's default 40 %.
+    implied = [r.planner / r.figure.value * 0.4 for r in rows]
+    assert 0.38 < implied[0] < 0.40 < implied[1] < 0.44
+    assert "184,320 GPU-hours" in str(world.comparison_table(rows))
+    with pytest.raises(ValueError, match="no published figures from nobody2099"):
+        world.comparison(("nobody2099",))
+
+
+def test_the_view_opens_on_memory_or_on_everything():
+    from course_lib.planner.widget import FOCUSES, planner
+
+    assert FOCUSES == ("all", "memory")
+    folded = planner(model="llama2-7b", focus="memory")._repr_html_()
+    assert '"focus": "memory"' in folded and "plan_more_time" in folded
+    assert '"focus": "all"' in planner()._repr_html_()
+    with pytest.raises(ValueError, match="focus must be one of all, memory"):
+        planner(focus="time")

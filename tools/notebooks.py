@@ -141,7 +141,7 @@ EDITIONS: tuple[Edition, ...] = (
     Edition("Nederlandstalige editie", "Kwantisatie: minder bits per getal",
             "nl/kwantisatie.ipynb",
             "Dutch edition of the quantization lesson: chapters 2–5's numbers, INT8 "
-            "on π, the bit explorer, the memory calculator and exercises in Dutch",
+            "on π, the bit explorer, the training planner and exercises in Dutch",
             (45, 90),
             "De les over kwantisatie bestaat ook in het Nederlands, met dezelfde "
             "bibliotheek en dezelfde live berekende getallen."),
@@ -350,7 +350,8 @@ def how_to_use_markdown() -> str:
         "`bash scripts/build.sh` once (it creates `.venv` with everything), then "
         "`.venv/bin/jupyter lab notebooks/`.",
         "- **In this book**: read the executed chapters; plots and tables are the "
-        "outputs of a real run, and widgets show the state they were built with.",
+        "outputs of a real run, and the bit explorer and the training planner compute "
+        "in the page.",
         "- **As an instructor**: `bash scripts/test.sh` runs the unit tests, every "
         "notebook under nbval and the browser tests; the same command runs in CI.",
     ]

@@ -1,2 +1,3 @@
 """Part I, chapters 2 to 4 (*The memory wall*, *Number formats*, *Quantizing π*): memory
-estimates, exact number formats, mixed precision, and the bit explorer and memory calculator."""
+estimates, exact number formats, mixed precision, and the bit explorer. Chapter 2's "will it fit?"
+tool is the training planner (course_lib.planner)."""

@@ -1,17 +1,20 @@
 """The course's texts in every language it speaks (English and Dutch), and its Dutch terminology.
 
 Chapter 3 (*Number formats*) meets it through the bit explorer, chapter 2 (*The memory wall*)
-through the memory calculator; the Dutch edition of the quantization lesson prints
-:data:`GLOSSARY` at its end.
+through the memory estimate's notes and input errors; the Dutch edition of the quantization
+lesson prints :data:`GLOSSARY` at its end. Chapter 2 also meets the training planner
+(:mod:`course_lib.planner`), whose own texts live in :mod:`course_lib.planner.texts`, written by
+this module's rules.
 
-Every text that the two interactive widgets show is one entry of the tables :data:`EN` and
-:data:`NL`, which have the same keys; :func:`text` picks one and fills in its ``{placeholders}``.
-A placeholder that names another entry of the same table (``{bx_err_hint}``) is filled with that
-entry, so a shared phrase is written once. Keys starting with ``bx_`` belong to the bit explorer
+Every text is one entry of the tables :data:`EN` and :data:`NL`, which have the same keys;
+:func:`text` picks one and fills in its ``{placeholders}``. A placeholder that names another
+entry of the same table (``{bx_err_hint}``) is filled with that entry, so a shared phrase is
+written once. Keys starting with ``bx_`` belong to the bit explorer
 (:mod:`course_lib.numbers.bit_explorer`, whose JavaScript receives them in its configuration), keys
-starting with ``calc_`` to the memory calculator (:mod:`course_lib.numbers.widgets`; :mod:`course_lib.numbers.memory`
-writes its notes and input errors with them, in English), keys starting with
-``cmp_`` to the table that compares one value in several formats (chapter 4's π table).
+starting with ``cmp_`` to the table that compares one value in several formats (chapter 4's π
+table), keys starting with ``mem_`` to :mod:`course_lib.numbers.memory`, which writes its notes
+and input errors with them (the ``memory`` command of ``python -m course_lib`` names its inputs
+with them too).
 
 Numbers: :func:`decimal` writes a number the way the language does (``24,5`` and ``1.234,5`` in
 Dutch). The widgets use it where they write a number inside a sentence; the bit explorer's table
@@ -28,7 +31,7 @@ __all__ = ["LANGUAGES", "EN", "NL", "GLOSSARY", "check_language", "text", "texts
 #: The languages the widgets speak; English is the default everywhere.
 LANGUAGES: tuple[str, ...] = ("en", "nl")
 
-#: English, the course's language. The bit explorer's and the calculator's English texts are
+#: English, the course's language. The bit explorer's and the memory estimate's English texts are
 #: exactly those they showed before they could speak Dutch.
 EN: dict[str, str] = {
     # Numbers
@@ -147,54 +150,23 @@ EN: dict[str, str] = {
     "cmp_abs_error": "abs error",
     "cmp_rel_error": "rel error",
     "cmp_bits_per_value": "bits/value",
-    # -- The memory calculator (course_lib/numbers/widgets.py) --------------------------------------------
-    "calc_question": "Will it fit?",
-    "calc_heading": "Training memory per GPU",
-    "calc_model": "Model",
-    "calc_custom": "custom",
-    "calc_params": "Parameters",
-    "calc_precision": "Precision",
-    "calc_optimizer": "Optimizer",
-    "calc_batch": "Batch per GPU",
-    "calc_seq_len": "Sequence length",
-    "calc_gpus": "GPUs",
-    "calc_zero": "ZeRO stage (0-3)",
-    "calc_checkpointing": "Activation checkpointing",
-    "calc_title": (
-        "{params}B parameters, {precision}, {optimizer}, batch {batch} x {seq_len} tokens, {gpus} GPU(s), "
-        "ZeRO stage {zero}: {total} GB per GPU"
-    ),
-    "calc_component": "component",
-    "calc_gb_per_gpu": "GB per GPU",
-    "calc_bytes_per_param": "bytes/param",
-    "calc_share": "share",
-    "calc_weights": "weights",
-    "calc_gradients": "gradients",
-    "calc_master_weights": "master weights",
-    "calc_optimizer_states": "optimizer states",
-    "calc_activations": "activations",
-    "calc_temporaries": "temporaries",
-    "calc_total": "total",
-    "calc_fits": "fits",
-    "calc_no_fit": "does not fit",
-    "calc_verdict": "{verdict} on {gpu}: {share} of its memory",
+    # -- The memory estimate (course_lib/numbers/memory.py) ---------------------------------------------
     # The notes course_lib.numbers.memory.training_memory writes (it takes them from here, in English)
-    "calc_note_stage3": "stage 3 gathers each layer's full weights before use (two layers' worth held)",
-    "calc_note_buckets": "all-reduce / reduce-scatter buckets (2 x 25 MB, DDP's default bucket size)",
-    "calc_note_adam8bit": "8-bit Adam keeps a small FP32 scale per block of 2048 values, ignored here",
-    "calc_note_zero_one_gpu": "ZeRO shards across GPUs: on one GPU it saves nothing, so these are stage 0's figures",
-    # Bad input (course_lib.numbers.memory raises these too: parse_count and check_job)
-    "calc_cannot": "Cannot compute:",
-    "calc_err_count": "cannot read {text} as a parameter count; write a positive number such as 7e9, 7B, 125M or 1.3b",
-    "calc_err_positive": "{what} must be a positive number, got {value}",
-    "calc_what_params": "number of parameters",
-    "calc_what_batch": "batch size",
-    "calc_what_seq_len": "sequence length",
-    "calc_err_gpus": "number of GPUs must be a whole number >= 1, got {value}",
-    "calc_err_zero": "ZeRO stage must be one of {stages}, got {value}",
-    "calc_err_whole": "{what} must be a whole number >= 1, got {value}",
-    "calc_err_max": "{what} must be at most {limit}, got {value}; is there a digit too many?",
-    "calc_err_context": (
+    "mem_note_stage3": "stage 3 gathers each layer's full weights before use (two layers' worth held)",
+    "mem_note_buckets": "all-reduce / reduce-scatter buckets (2 x 25 MB, DDP's default bucket size)",
+    "mem_note_adam8bit": "8-bit Adam keeps a small FP32 scale per block of 2048 values, ignored here",
+    "mem_note_zero_one_gpu": "ZeRO shards across GPUs: on one GPU it saves nothing, so these are stage 0's figures",
+    # Bad input (course_lib.numbers.memory raises these: parse_count, check_count and check_job)
+    "mem_err_count": "cannot read {text} as a parameter count; write a positive number such as 7e9, 7B, 125M or 1.3b",
+    "mem_err_positive": "{what} must be a positive number, got {value}",
+    "mem_what_params": "number of parameters",
+    "mem_what_batch": "batch size",
+    "mem_what_seq_len": "sequence length",
+    "mem_err_gpus": "number of GPUs must be a whole number >= 1, got {value}",
+    "mem_err_zero": "ZeRO stage must be one of {stages}, got {value}",
+    "mem_err_whole": "{what} must be a whole number >= 1, got {value}",
+    "mem_err_max": "{what} must be at most {limit}, got {value}; is there a digit too many?",
+    "mem_err_context": (
         "sequence length {value} is longer than the model's context of {positions} positions; "
         "use {positions} tokens or fewer"
     ),
@@ -316,60 +288,29 @@ NL: dict[str, str] = {
     "cmp_abs_error": "abs. fout",
     "cmp_rel_error": "rel. fout",
     "cmp_bits_per_value": "bits/waarde",
-    "calc_question": "Past het?",
-    "calc_heading": "Trainingsgeheugen per GPU",
-    "calc_model": "Model",
-    "calc_custom": "zelf invullen",
-    "calc_params": "Aantal parameters",
-    "calc_precision": "Precisie",
-    "calc_optimizer": "Optimalisatiemethode",
-    "calc_batch": "Batchgrootte per GPU",
-    "calc_seq_len": "Sequentielengte",
-    "calc_gpus": "Aantal GPU's",
-    "calc_zero": "ZeRO-stage (0-3)",
-    "calc_checkpointing": "Activatie-checkpointing",
-    "calc_title": (
-        "{params} mld. parameters, {precision}, {optimizer}, batch {batch} x {seq_len} tokens, {gpus} GPU('s), "
-        "ZeRO-stage {zero}: {total} GB per GPU"
-    ),
-    "calc_component": "onderdeel",
-    "calc_gb_per_gpu": "GB per GPU",
-    "calc_bytes_per_param": "bytes/parameter",
-    "calc_share": "aandeel",
-    "calc_weights": "gewichten",
-    "calc_gradients": "gradi\u00ebnten",
-    "calc_master_weights": "masterkopie van de gewichten",
-    "calc_optimizer_states": "optimizer-states",
-    "calc_activations": "activaties",
-    "calc_temporaries": "tijdelijke waarden",
-    "calc_total": "totaal",
-    "calc_fits": "past",
-    "calc_no_fit": "past niet",
-    "calc_verdict": "{verdict} in {gpu}: {share} van het geheugen",
-    "calc_note_stage3": (
+    "mem_note_stage3": (
         "stage 3 haalt v\u00f3\u00f3r gebruik de volledige gewichten van elke laag op "
         "(twee lagen tegelijk in het geheugen)"
     ),
-    "calc_note_buckets": "buffers voor all-reduce / reduce-scatter (2 x 25 MB, de standaardgrootte van DDP)",
-    "calc_note_adam8bit": (
+    "mem_note_buckets": "buffers voor all-reduce / reduce-scatter (2 x 25 MB, de standaardgrootte van DDP)",
+    "mem_note_adam8bit": (
         "8-bit Adam bewaart per blok van 2048 waarden een kleine FP32-schaalfactor; die is hier niet meegeteld"
     ),
-    "calc_note_zero_one_gpu": (
+    "mem_note_zero_one_gpu": (
         "ZeRO verdeelt over GPU's: op \u00e9\u00e9n GPU bespaart het niets, dus dit zijn de getallen van ZeRO-stage 0"
     ),
-    "calc_cannot": "Berekening niet mogelijk:",
-    "calc_err_count": (
+    "mem_err_count": (
         "{text} is niet te lezen als aantal parameters; schrijf een positief getal zoals 7e9, 7B, 125M of 1,3B"
     ),
-    "calc_err_positive": "{what} moet een positief getal zijn, niet {value}",
-    "calc_what_params": "het aantal parameters",
-    "calc_what_batch": "de batchgrootte",
-    "calc_what_seq_len": "de sequentielengte",
-    "calc_err_gpus": "het aantal GPU's moet een geheel getal van minstens 1 zijn, niet {value}",
-    "calc_err_zero": "de ZeRO-stage moet een van {stages} zijn, niet {value}",
-    "calc_err_whole": "{what} moet een geheel getal van minstens 1 zijn, niet {value}",
-    "calc_err_max": "{what} mag hoogstens {limit} zijn, niet {value}; staat er een cijfer te veel?",
-    "calc_err_context": (
+    "mem_err_positive": "{what} moet een positief getal zijn, niet {value}",
+    "mem_what_params": "het aantal parameters",
+    "mem_what_batch": "de batchgrootte",
+    "mem_what_seq_len": "de sequentielengte",
+    "mem_err_gpus": "het aantal GPU's moet een geheel getal van minstens 1 zijn, niet {value}",
+    "mem_err_zero": "de ZeRO-stage moet een van {stages} zijn, niet {value}",
+    "mem_err_whole": "{what} moet een geheel getal van minstens 1 zijn, niet {value}",
+    "mem_err_max": "{what} mag hoogstens {limit} zijn, niet {value}; staat er een cijfer te veel?",
+    "mem_err_context": (
         "de sequentielengte {value} is langer dan de context van het model ({positions} posities); "
         "neem hoogstens {positions} tokens"
     ),
@@ -521,7 +462,7 @@ class _Fill(dict):
 def text(key: str, language: str = "en", **values: object) -> str:
     """One text in one language, its ``{placeholders}`` filled from ``values`` (or from the table's other entries).
 
-    ``text("calc_fits", "nl")`` is ``'past'``; ``text("bx_err_unreadable", "nl", text="'pie'")``
+    ``text("mem_what_batch", "nl")`` is ``'de batchgrootte'``; ``text("bx_err_unreadable", "nl", text="'pie'")``
     says in Dutch that 'pie' is no number, followed by the shared hint ``bx_err_hint``.
 
     Chapter 3, *Number formats*.

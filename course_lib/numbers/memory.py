@@ -189,7 +189,7 @@ def weight_memory(n_params: float, dtype: str = "fp32") -> float:
 
     Chapter 2, *The memory wall*.
     """
-    return check_count(n_params, "calc_what_params", MAX_PARAMS) * bytes_per_param(dtype)
+    return check_count(n_params, "mem_what_params", MAX_PARAMS) * bytes_per_param(dtype)
 
 
 def shape_for_params(n_params: float, vocab: int = 50257) -> ModelShape:
@@ -197,7 +197,7 @@ def shape_for_params(n_params: float, vocab: int = 50257) -> ModelShape:
 
     Chapter 2, *The memory wall*.
     """
-    n = check_count(n_params, "calc_what_params", MAX_PARAMS)
+    n = check_count(n_params, "mem_what_params", MAX_PARAMS)
     _, layers, _ = min(_GPT3_FAMILY, key=lambda row: abs(math.log(row[0] / n)))
     # Solve 12*L*h^2 + (vocab + positions)*h ~= n for h, then round to a multiple of 64.
     positions = 2048
@@ -329,8 +329,8 @@ class Breakdown:
 def check_count(value: float, what: str, limit: int | None = None, language: str = "en") -> float:
     """``value`` if it is a whole number from 1 to ``limit``; else a ValueError in ``language`` saying why.
 
-    ``what`` is the i18n key of the count's name (``calc_what_params``, ``calc_what_batch``,
-    ``calc_what_seq_len``). A float within rounding of a whole number is whole: ``"4.1B"`` reads as
+    ``what`` is the i18n key of the count's name (``mem_what_params``, ``mem_what_batch``,
+    ``mem_what_seq_len``). A float within rounding of a whole number is whole: ``"4.1B"`` reads as
     ``4.1 * 1e9``, which is 4099999999.9999995. A parameter count below 1 is told to be positive
     (it is written as a quantity, ``7e9``); a batch or a sequence length to be a whole number >= 1.
 
@@ -343,11 +343,11 @@ def check_count(value: float, what: str, limit: int | None = None, language: str
     try:
         _positive(value, what)
     except ValueError:
-        raise refuse("calc_err_positive" if what == "calc_what_params" else "calc_err_whole") from None
+        raise refuse("mem_err_positive" if what == "mem_what_params" else "mem_err_whole") from None
     if abs(value - round(value)) > 1e-9 * value:
-        raise refuse("calc_err_whole")
+        raise refuse("mem_err_whole")
     if limit is not None and value > limit:
-        raise refuse("calc_err_max", limit=i18n.localise_number(f"{limit:,}", language))
+        raise refuse("mem_err_max", limit=i18n.localise_number(f"{limit:,}", language))
     return value
 
 
@@ -357,25 +357,25 @@ def check_context(shape: ModelShape, seq_len: int, language: str = "en") -> None
     Chapter 2, *The memory wall*.
     """
     if 0 < shape.positions < seq_len:
-        raise ValueError(i18n.text("calc_err_context", language, value=seq_len, positions=shape.positions))
+        raise ValueError(i18n.text("mem_err_context", language, value=seq_len, positions=shape.positions))
 
 
 def check_job(batch: int, seq_len: int, gpus: int, zero_stage: int, language: str = "en") -> None:
     """A ValueError in ``language`` unless batch and sequence length are whole numbers >= 1 (a sequence at
     most :data:`MAX_SEQ_LEN`), gpus >= 1, zero_stage 0-3 and ``language`` one the widgets speak.
 
-    :func:`training_memory` checks its job with it, the memory calculator too, in its own language.
+    :func:`training_memory` checks its job with it (in English); ``language`` gives the same errors in Dutch.
 
     Chapter 2, *The memory wall*.
     """
     i18n.check_language(language)
-    check_count(batch, "calc_what_batch", None, language)
-    check_count(seq_len, "calc_what_seq_len", MAX_SEQ_LEN, language)
+    check_count(batch, "mem_what_batch", None, language)
+    check_count(seq_len, "mem_what_seq_len", MAX_SEQ_LEN, language)
     if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
-        raise ValueError(i18n.text("calc_err_gpus", language, value=repr(gpus)))
+        raise ValueError(i18n.text("mem_err_gpus", language, value=repr(gpus)))
     if zero_stage not in ZERO_STAGES or isinstance(zero_stage, bool):
         stages = ", ".join(map(str, ZERO_STAGES))
-        raise ValueError(i18n.text("calc_err_zero", language, stages=stages, value=repr(zero_stage)))
+        raise ValueError(i18n.text("mem_err_zero", language, stages=stages, value=repr(zero_stage)))
 
 
 def training_memory(
@@ -399,7 +399,7 @@ def training_memory(
 
     Chapter 2, *The memory wall*.
     """
-    n = check_count(n_params, "calc_what_params", MAX_PARAMS)
+    n = check_count(n_params, "mem_what_params", MAX_PARAMS)
     prec = PRECISIONS[_choice(precision, PRECISIONS, "precision")]
     opt = OPTIMIZERS[_choice(optimizer, OPTIMIZERS, "optimizer")]
     check_job(batch, seq_len, gpus, zero_stage)
@@ -433,14 +433,14 @@ def training_memory(
     if zero_stage == 3 and gpus > 1:
         largest_layer = (12 * shape.hidden**2 + 13 * shape.hidden) * prec.weight_bytes
         temporaries += 2 * largest_layer
-        notes.append(i18n.text("calc_note_stage3"))
+        notes.append(i18n.text("mem_note_stage3"))
     if gpus > 1:
         temporaries += 2 * 25e6
-        notes.append(i18n.text("calc_note_buckets"))
+        notes.append(i18n.text("mem_note_buckets"))
     if zero_stage > 0 and gpus == 1:  # legal (FSDP runs on one GPU) but shards nothing
-        notes.append(i18n.text("calc_note_zero_one_gpu"))
+        notes.append(i18n.text("mem_note_zero_one_gpu"))
     if opt.name == "adam-8bit":
-        notes.append(i18n.text("calc_note_adam8bit"))
+        notes.append(i18n.text("mem_note_adam8bit"))
     return Breakdown(
         weights, grads, master, states, acts, temporaries, n, prec.name, opt.name, gpus, zero_stage, notes
     )
@@ -451,7 +451,7 @@ def rule_of_thumb(n_params: float) -> float:
 
     Chapter 2, *The memory wall*.
     """
-    return check_count(n_params, "calc_what_params", MAX_PARAMS) * RULE_OF_THUMB_BYTES_PER_PARAM
+    return check_count(n_params, "mem_what_params", MAX_PARAMS) * RULE_OF_THUMB_BYTES_PER_PARAM
 
 
 def min_gpus_to_fit(breakdown_fn: Callable[[int], Breakdown], gpu: GPU, max_gpus: int = 4096,
@@ -557,11 +557,11 @@ def parse_count(text: str | float) -> float:
     Chapter 2, *The memory wall*.
     """
     if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return check_count(float(text), "calc_what_params", MAX_PARAMS)
+        return check_count(float(text), "mem_what_params", MAX_PARAMS)
     value = read_count(text)
     if value is None:
-        raise ValueError(i18n.text("calc_err_count", text=repr(text)))
-    return check_count(value, "calc_what_params", MAX_PARAMS)
+        raise ValueError(i18n.text("mem_err_count", text=repr(text)))
+    return check_count(value, "mem_what_params", MAX_PARAMS)
 
 
 def read_count(text: str) -> float | None:

@@ -72,14 +72,14 @@ PRESETS: dict[str, Preset] = {
         "sequences of 2,048); trained on 300B tokens"),
     "llama2-7b": Preset(
         "Llama 2 7B", memory.MODEL_PRESETS["llama-7B-shape"], 6.74e9, 4096, 1024, 2e12,
-        "",
-        "Touvron et al. 2023 (Llama 2; not in the bibliography): 32 layers of 4,096, "
+        "touvron2023llama2",
+        "Table 1 and the released weights: 32 layers of 4,096, "
         "32 heads, 4K context, 4M-token batches, 2T tokens; 6.74B parameters in the "
         "released weights"),
     "llama2-70b": Preset(
         "Llama 2 70B", memory.MODEL_PRESETS["llama2-70B-shape"], 68.98e9, 4096, 1024,
-        2e12, "",
-        "Touvron et al. 2023 (not in the bibliography): 80 layers of 8,192, 64 heads "
+        2e12, "touvron2023llama2",
+        "Table 1 and the released weights: 80 layers of 8,192, 64 heads "
         "(8 key-value), 4M-token batches, 2T tokens; 68.98B parameters in the "
         "released weights"),
     "llama3-405b": Preset(

@@ -76,7 +76,7 @@ class Memory:
     """What one GPU holds, in bytes, against what it can hold; ``host``: kept in CPU
     memory.
 
-    Used by the library's other modules.
+    Chapter 2, *The memory wall*.
     """
 
     parameters: float
@@ -95,7 +95,7 @@ class Memory:
 def memory_per_gpu(s: Setup) -> Memory:
     """Bytes per GPU by component on the first pipeline stage, and whether they fit.
 
-    Used by the library's other modules.
+    Chapter 2, *The memory wall*.
     """
     shape = memory.ModelShape(s.layers, s.hidden, s.heads, s.vocab, 0)
     # Model states only: chapter 2's estimator for the whole model, over s.shard GPUs.
@@ -135,7 +135,7 @@ class Change:
     """One change to a plan: its kind (zero, checkpointing, tp, pp, nodes), from what to
     what.
 
-    Used by the library's other modules.
+    Chapter 2, *The memory wall*.
     """
 
     kind: str
@@ -152,7 +152,7 @@ def cheapest_change(spec: Plan, s: Setup, language: str = "en") -> Change | None
     pipeline stages (a larger bubble), twice, four times, ... the nodes (more GPUs).
     Each is tried alone.
 
-    Used by the library's other modules.
+    Chapter 2, *The memory wall*.
     """
     candidates: list[tuple[str, int, int, dict[str, Any]]] = []
     candidates += [("zero", s.zero, z, {"zero": z}) for z in range(s.zero + 1, 4)]
@@ -188,7 +188,7 @@ class StepTime:
     communication, ``dp_exposed`` the part compute does not hide; ``step`` = compute +
     tp + pp + bubble + dp_exposed + offload.
 
-    Used by the library's other modules.
+    Chapter 2, *The memory wall*.
     """
 
     compute: float
@@ -250,7 +250,7 @@ def step_time(s: Setup) -> StepTime:
     """The seconds of one step: compute, communication, bubble (see the module's
     docstring).
 
-    Used by the library's other modules.
+    Chapter 2, *The memory wall*.
     """
     precision = memory.PRECISIONS[s.precision]
     tokens = s.global_batch * s.seq_len
@@ -289,7 +289,7 @@ class PlanResult:
     ``flops``: the run's ``6 N D``; ``achieved_mfu``: ``6 N T`` per step over the step's
     time and the GPUs' peak, bubble and exposed communication included.
 
-    Used by the library's other modules.
+    Chapter 2, *The memory wall*.
     """
 
     setup: Setup
@@ -329,7 +329,7 @@ def plan(spec: Plan | None = None, language: str = "en", **inputs: Raw) -> PlanR
     input is a ValueError whose one line (in ``language``, 'en' or 'nl') says what to
     do.
 
-    Used by the library's other modules.
+    Chapter 2, *The memory wall*.
     """
     spec = dataclasses.replace(spec or Plan(), **inputs)
     s = check(spec, language)
@@ -349,7 +349,7 @@ def plan(spec: Plan | None = None, language: str = "en", **inputs: Raw) -> PlanR
 def js_tables() -> dict[str, Any]:
     """Every number and text ``planner.js`` uses, from the tables the Python model uses.
 
-    Used by the library's other modules.
+    Chapter 2, *The memory wall*.
     """
     def link(l: cost_model.Link) -> dict[str, Any]:
         return {"name": l.name, "bandwidth": l.bandwidth, "latency": l.latency}

@@ -599,6 +599,7 @@
     this.root = root;
     this.T = cfg.tables;
     this.language = cfg.language || "en";
+    this.focus = cfg.focus || "all";
     this.fields = {};
     var self = this;
     this.T.fields.forEach(function (f) { self.fields[f.name] = f; });
@@ -675,6 +676,13 @@
     return tag("div", { "class": "course-plan-row", "data-row": name }, label + html);
   };
 
+  /** The time section: shown, or folded under a summary when the view opens on memory. */
+  View.prototype.timeSection = function (inner) {
+    if (this.focus !== "memory") return inner;
+    return tag("details", { "class": "course-plan-more", "data-role": "time-section" },
+      tag("summary", {}, esc(this.t("plan_more_time"))) + inner);
+  };
+
   View.prototype.build = function (given) {
     var self = this;
     var sets = GROUPS.map(function (g) {
@@ -692,11 +700,11 @@
       tag("div", { "class": "course-plan-results", "data-role": "results" },
         tag("h4", {}, esc(this.t("plan_heading_memory"))) + bar("memory-bar") +
         div("course-plan-legend", "memory-legend") +
-        p("verdict") + p("change") + p("host") +
-        tag("h4", {}, esc(this.t("plan_heading_time"))) + bar("time-bar") +
-        tag("table", { "class": "course-plan-table" },
-          tag("tbody", { "data-role": "time-table" }, "")) +
-        p("layout") + p("bubble") + p("dp") + p("train") + p("mfu"));
+        p("verdict") + p("change") + p("host") + this.timeSection(
+          tag("h4", {}, esc(this.t("plan_heading_time"))) + bar("time-bar") +
+          tag("table", { "class": "course-plan-table" },
+            tag("tbody", { "data-role": "time-table" }, "")) +
+          p("layout") + p("bubble") + p("dp") + p("train") + p("mfu")));
     this.root.addEventListener("change", function (event) {
       var name = event.target.getAttribute("data-field");
       if (!name) return;

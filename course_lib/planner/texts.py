@@ -149,6 +149,7 @@ PLAN_EN: dict[str, str] = {
     # Results
     "plan_heading_memory": "Memory per GPU",
     "plan_heading_time": "Time per step",
+    "plan_more_time": "Time per step, days and GPU-hours: open",
     "plan_mem_parameters": "parameters",
     "plan_mem_gradients": "gradients",
     "plan_mem_optimizer": "optimizer states and master weights",
@@ -157,9 +158,9 @@ PLAN_EN: dict[str, str] = {
     "plan_mem_cuda_context": "CUDA context",
     "plan_mem_total": "total",
     "plan_mem_margin": "allocator margin",
-    "plan_fits": "fits: {total} GB of the {usable} GB a {gpu} leaves for tensors",
+    "plan_fits": "fits: {total} GB of the {usable} GB one {gpu} leaves for tensors",
     "plan_no_fit": (
-        "does not fit: {total} GB against the {usable} GB a {gpu} leaves for tensors"
+        "does not fit: {total} GB against the {usable} GB one {gpu} leaves for tensors"
     ),
     "plan_change_zero": "cheapest change that fits: ZeRO stage {start} to {end}",
     "plan_change_checkpointing": (
@@ -339,6 +340,7 @@ PLAN_NL: dict[str, str] = {
     "plan_heading_strategy": "Strategie",
     "plan_heading_memory": "Geheugen per GPU",
     "plan_heading_time": "Tijd per stap",
+    "plan_more_time": "Tijd per stap, dagen en GPU-uren: openen",
     "plan_mem_parameters": "parameters (gewichten)",
     "plan_mem_gradients": "gradi\u00ebnten",
     "plan_mem_optimizer": "optimizer-states en masterkopie",

@@ -12,7 +12,8 @@ computes. The view shows the inputs (model, hardware, strategy), a stacked bar o
 per GPU against the card's capacity with the line tensors may not pass, the verdict and
 the cheapest change, the step time by part, the bubble, days and GPU-hours, and the
 achieved MFU. ``language="nl"`` says it all in Dutch (numbers with a decimal comma); the
-boxes read a decimal point, as the command line does.
+boxes read a decimal point, as the command line does. ``focus="memory"`` (chapter 2 and
+the Dutch edition) opens it on memory: the step time folds under a line that opens it.
 
 Without JavaScript (a viewer that strips scripts) the view shows Python's one-line
 summary.
@@ -32,9 +33,11 @@ from course_lib.numbers import i18n
 from course_lib.planner import model, report, texts
 from course_lib.planner.inputs import Plan, Raw
 
-__all__ = ["Planner", "planner", "planner_css", "planner_js"]
+__all__ = ["FOCUSES", "Planner", "planner", "planner_css", "planner_js"]
 
 HERE = Path(__file__).resolve().parent
+#: What a view opens on: everything, or memory with the step time folded.
+FOCUSES = ("all", "memory")
 #: Per-process counter: ids are unique per view and the same on every run.
 _ids = itertools.count(1)
 
@@ -43,7 +46,7 @@ _ids = itertools.count(1)
 def planner_js() -> str:
     """The planner's JavaScript (model and view), as inlined into every view.
 
-    Used by the library's other modules.
+    Chapter 2, *The memory wall*.
     """
     return (HERE / "planner.js").read_text(encoding="utf-8")
 
@@ -52,7 +55,7 @@ def planner_js() -> str:
 def planner_css() -> str:
     """The planner's style sheet, scoped to ``.course-plan``.
 
-    Used by the library's other modules.
+    Chapter 2, *The memory wall*.
     """
     return (HERE / "planner.css").read_text(encoding="utf-8")
 
@@ -83,12 +86,15 @@ class Planner:
     """The planner as a live view; Python plans its starting inputs (a bad one is a
     ValueError).
 
-    Used by the library's other modules.
+    Chapter 2, *The memory wall*.
     """
 
     def __init__(self, spec: Plan | None = None, language: str = "en",
-                 **inputs: Raw) -> None:
+                 focus: str = "all", **inputs: Raw) -> None:
         self.language = i18n.check_language(language)
+        if focus not in FOCUSES:
+            raise ValueError(f"focus must be one of {', '.join(FOCUSES)}, got {focus!r}")
+        self.focus = focus
         self.spec = dataclasses.replace(spec or Plan(), **inputs)
         self.result = model.plan(self.spec, self.language)
 
@@ -104,6 +110,7 @@ class Planner:
     def _repr_html_(self) -> str:
         element_id = f"course-plan-{next(_ids)}"
         config = {"inputs": _given(self.spec), "language": self.language,
+                  "focus": self.focus,
                   "tables": model.js_tables()}
         static = html.escape(texts.text("plan_fallback", self.language,
                                         summary=self.summary()))
@@ -128,13 +135,15 @@ class Planner:
         )
 
 
-def planner(spec: Plan | None = None, language: str = "en", **inputs: Raw) -> Planner:
+def planner(spec: Plan | None = None, language: str = "en", focus: str = "all",
+            **inputs: Raw) -> Planner:
     """An interactive training planner, starting from ``spec`` and ``inputs`` (see
     :class:`Plan`).
 
     ``planner(model="llama3-405b", nodes=2048, tp=8, pp=16, zero=1,
-    checkpointing=True)``; ``language="nl"`` shows it in Dutch.
+    checkpointing=True)``; ``language="nl"`` shows it in Dutch, ``focus="memory"``
+    opens it on memory (see :data:`FOCUSES`).
 
-    Used by the library's other modules.
+    Chapter 2, *The memory wall*.
     """
-    return Planner(spec, language, **inputs)
+    return Planner(spec, language, focus, **inputs)

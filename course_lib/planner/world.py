@@ -53,6 +53,11 @@ def _states_gb(r: PlanResult) -> float:
     return (r.memory.parameters + r.memory.gradients + r.memory.optimizer) / 1e9
 
 
+def _compute_gpu_hours(r: PlanResult) -> float:
+    """GPU-hours of compute alone at the plan's MFU: 6ND / (peak x MFU)."""
+    return r.steps * r.time.compute * r.setup.gpus / 3600
+
+
 def _compute_days(r: PlanResult) -> float:
     """Days of compute alone (no bubble, no communication): the paper's 8ND / (nX)."""
     return r.steps * r.time.compute / 86400
@@ -64,7 +69,7 @@ class Figure:
     reproduces its setting, what to read off the planner's result, the tolerance, how it
     was checked.
 
-    Used by the library's other modules.
+    Chapter 9, *Sharding with ZeRO and FSDP*.
     """
 
     source: str
@@ -79,6 +84,12 @@ class Figure:
 
 
 _RECALLED = "recalled from the paper, not checked against its text here"
+_QUOTED = ("the paper's 8TP/(nX) estimate; the figure as secondary sources quote it, "
+           "not checked against the paper's text here")
+_LLAMA2 = ("Section 2.2.1 and Table 2 (pre-training GPU-hours on A100-80GB), as "
+           "secondary sources quote them")
+_GPT3_D1 = "Table D.1, as secondary sources quote it"
+_ABSTRACT3 = "Section 3.3.1 (3.8 x 10^25 FLOPs), as secondary sources quote it"
 _FORMULA = "the paper's formula (2 + 2 + K) psi / N_d with K = 12, psi = 7.5B, N_d = 64"
 _CH9 = "the course's chapter 9 reports it from the lecture notes"
 _TABLE4 = ("Table 4, as the SC'24 talk's slide reproduces it (GPUs, TP, CP, PP, tokens "
@@ -113,14 +124,21 @@ FIGURES: tuple[Figure, ...] = (
            "recomputation: trained", True, "fits", _MEGATRON_1T, _fits, 0, _ABSTRACT),
     Figure("narayanan2021megatron", "GPT-3 175B, 300B tokens, 1,024 A100s at 140 "
            "TFLOP/s each (recomputation counted): 34 days", 34.0, "days",
-           dict(_GPT3, mfu=140 / 312), _compute_days, 0.5, _RECALLED),
+           dict(_GPT3, mfu=140 / 312), _compute_days, 0.5, _QUOTED),
     Figure("narayanan2021megatron", "GPT of 1T, 450B tokens, 3,072 A100s at 163 "
            "TFLOP/s each: 84 days", 84.0, "days", dict(_MEGATRON_1T, mfu=163 / 312),
            _compute_days, 1.0, _RECALLED),
     Figure("brown2020gpt3", "GPT-3 175B's training compute (Table D.1)", 3.14e23,
-           "FLOPs", dict(model="gpt3-175b"), lambda r: r.flops, 0.02e23, _RECALLED),
+           "FLOPs", dict(model="gpt3-175b"), lambda r: r.flops, 0.02e23, _GPT3_D1),
+    Figure("touvron2023llama2", "Llama 2 7B, 2T tokens: 184,320 A100-80GB GPU-hours "
+           "(the planner at its default 40 % MFU)", 184320, "GPU-hours",
+           dict(model="llama2-7b", gpu="a100-80"), _compute_gpu_hours, 18432, _LLAMA2),
+    Figure("touvron2023llama2", "Llama 2 70B, 2T tokens: 1,720,320 A100-80GB GPU-hours "
+           "(the planner at its default 40 % MFU)", 1720320, "GPU-hours",
+           dict(model="llama2-70b", gpu="a100-80"), _compute_gpu_hours, 172032,
+           _LLAMA2),
     Figure("dubey2024llama3", "Llama 3 405B's training compute", 3.8e25, "FLOPs",
-           dict(model="llama3-405b"), lambda r: r.flops, 0.05e25, _RECALLED),
+           dict(model="llama3-405b"), lambda r: r.flops, 0.05e25, _ABSTRACT3),
     Figure("dubey2024llama3", "8,192 H100s (TP 8, PP 16, DP 64) at 430 TFLOP/s: BF16 "
            "MFU 43 %", 0.43, "MFU", dict(_LLAMA3, nodes=1024), _mfu_at(430), 0.01,
            _TABLE4),
@@ -145,7 +163,7 @@ FIGURES: tuple[Figure, ...] = (
 class Row:
     """One figure next to the planner's: whether they agree within the tolerance.
 
-    Used by the library's other modules.
+    Chapter 9, *Sharding with ZeRO and FSDP*.
     """
 
     figure: Figure
@@ -166,13 +184,21 @@ def _calibrated_mfu() -> float:
     return (low + high) / 2
 
 
-def comparison() -> list[Row]:
-    """Every published figure next to the planner's, and whether they agree.
+def comparison(sources: tuple[str, ...] = ()) -> list[Row]:
+    """Every published figure (or those of the bibliography keys ``sources``) next to the
+    planner's, and whether they agree.
 
-    Used by the library's other modules.
+    Chapter 9, *Sharding with ZeRO and FSDP*.
     """
+    known = {f.source for f in FIGURES}
+    unknown = [key for key in sources if key not in known]
+    if unknown:
+        raise ValueError(f"no published figures from {', '.join(unknown)}; "
+                         f"the sources are {', '.join(sorted(known))}")
     rows = []
     for figure in FIGURES:
+        if sources and figure.source not in sources:
+            continue
         inputs = dict(figure.inputs)
         if figure.limit:
             inputs["mfu"] = min(1.0, _calibrated_mfu())
@@ -188,13 +214,15 @@ def comparison() -> list[Row]:
 def comparison_table(rows: list[Row] | None = None) -> Table:
     """The comparison as a table: source, claim, published, planner, tolerance, verdict.
 
-    Used by the library's other modules.
+    Chapter 9, *Sharding with ZeRO and FSDP*.
     """
     def show(x: float | bool, unit: str) -> str:
         if isinstance(x, bool):
             return "fits" if x else "does not fit"
         if unit == "MFU":
             return f"{x:.1%}"
+        if unit == "GPU-hours":
+            return f"{x:,.0f} {unit}"
         return f"{x:.3g} {unit}" if unit == "FLOPs" else f"{x:,.2f} {unit}"
 
     body = []
@@ -202,9 +230,9 @@ def comparison_table(rows: list[Row] | None = None) -> Table:
         f = row.figure
         tolerance = "verdict" if isinstance(f.value, bool) else (
             f"± {f.tolerance:.0%}" if f.unit == "MFU"
-            else f"± {f.tolerance:g} {f.unit}")
+            else f"± {f.tolerance:,g} {f.unit}")
         status = ("agrees" if row.agrees else "differs") if not f.limit else (
-            "agrees" if row.agrees else f"model limit: {f.limit}")
+            "agrees" if row.agrees else "model limit: see the text")
         body.append([f.source, f.claim, show(f.value, f.unit),
                      show(row.planner, f.unit), tolerance, status])
     headers = ["source", "published", "value", "planner", "tolerance", "verdict"]

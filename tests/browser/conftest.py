@@ -138,6 +138,28 @@ def book_server():
     server.shutdown()
 
 
+def plan_leaves(data, path: str = "") -> dict:
+    """A nested result (PlanResult.as_dict(), or the page's ``__coursePlanner.result``) as
+    {dotted path: value}."""
+    if isinstance(data, dict):
+        out = {}
+        for key, value in data.items():
+            out.update(plan_leaves(value, f"{path}.{key}"))
+        return out
+    return {path: data}
+
+
+def assert_same_plan(want: dict, got: dict) -> None:
+    """The page's plan is Python's: the same keys, every number equal to 1e-12 relative."""
+    want, got = plan_leaves(want), plan_leaves(got)
+    assert want.keys() == got.keys(), sorted(want.keys() ^ got.keys())
+    number = (int, float)
+    differ = {k: (want[k], got[k]) for k in want if not (
+        want[k] == got[k] or (isinstance(want[k], number) and isinstance(got[k], number)
+                              and abs(want[k] - got[k]) <= 1e-12 * abs(want[k])))}
+    assert not differ, differ
+
+
 LAB_TOKEN = "course-test-token"
 
 

@@ -4,8 +4,10 @@ import nbformat
 import pytest
 
 from course_lib._about import PUBLISHED
+from course_lib.numbers import memory
+from course_lib.planner import model, report, texts
 
-from .conftest import ROOT
+from .conftest import ROOT, assert_same_plan
 
 pytestmark = pytest.mark.browser
 
@@ -41,31 +43,19 @@ def assert_images_loaded(page, at_least: int) -> None:
         assert images.nth(i).evaluate("img => img.complete && img.naturalWidth > 300"), i
 
 
-def assert_snapshot(page, lead: str, words: str) -> None:
-    """The calculator says on itself that it is a snapshot, links to how to run the chapter,
-    and its inputs are switched off: no Python runs behind the book (course_widgets.js)."""
-    calculator = page.locator(".course-memory-calculator")
-    note = calculator.locator(".course-snapshot-note")
-    note.wait_for(timeout=10_000)
-    assert note.inner_text().startswith(lead) and words in note.inner_text()
-    assert note.locator("a").get_attribute("href").endswith("intro.html#how-to-use-it")
-    inputs = calculator.locator("input, select")
-    assert inputs.count() >= 5
-    assert all(inputs.nth(i).is_disabled() for i in range(inputs.count()))
-
-
 def test_chapter_2_renders_offline(offline_page, book_server):
     page = offline_page
     missing = []
     page.on("response", lambda r: missing.append(r.url) if r.status >= 400 else None)
     page.goto(f"{book_server}/notebooks/02_memory_wall.html")
-    # The calculator is drawn by the widget manager from the saved widget state (no kernel).
-    result = page.locator(".course-memory-calculator .course-memory-result")
-    result.wait_for(timeout=30_000)
-    text = result.inner_text()
-    assert "7B parameters, bf16-mixed, adam" in text
-    assert text.count("does not fit") == 3
-    assert_snapshot(page, "Snapshot.", "computed for the inputs shown when the page was built")
+    # The planner runs in the page (no kernel): Llama 2 7B without ZeRO does not fit, and
+    # the cheapest change is ZeRO 1. Its boxes are live, not a snapshot.
+    plan = page.locator(".course-plan")
+    plan.locator(".course-plan-ui[data-fits]").wait_for(timeout=30_000)
+    assert plan.locator("[data-role=verdict]").inner_text().startswith("does not fit: 125.59 GB")
+    assert plan.locator("[data-role=change]").inner_text() == "cheapest change that fits: ZeRO stage 0 to 1"
+    assert page.locator(".course-snapshot-note").count() == 0
+    assert plan.locator("[data-field=zero]").is_enabled()
     # The stacked-bar plot is an image that loaded.
     images = page.locator(".cell_output img")
     assert images.count() >= 1
@@ -223,12 +213,12 @@ def test_dutch_edition_renders_offline_with_its_widgets_in_dutch(offline_page, b
                         "π in 4 formaten", "formaat\topgeslagen waarde (exact)\tbits (hex)",
                         "fp16\t3.140625\t0x4248", "FP16: 3.140625", "100 miljard\t1.810\t68\t452\t32",
                         "quantization\tkwantisatie"))
-    # The memory calculator, drawn from the saved widget state, speaks Dutch.
-    result = page.locator(".course-memory-calculator .course-memory-result")
-    result.wait_for(timeout=30_000)
-    assert "1 mld. parameters, fp32, adam" in result.inner_text()
-    assert "34,9 GB per GPU" in result.inner_text() and "past niet" in result.inner_text()
-    assert_snapshot(page, "Momentopname.", "berekend voor de getoonde invoer")
+    # The planner runs in the page and speaks Dutch: a 1B model in fp32 on one H100.
+    plan = page.locator(".course-plan")
+    plan.locator(".course-plan-ui[data-fits]").wait_for(timeout=30_000)
+    assert "Geheugen per GPU" in plan.inner_text()
+    assert plan.locator("[data-role=verdict]").inner_text().startswith("past: 22,05 GB van de 75,19 GB")
+    assert page.locator(".course-snapshot-note").count() == 0
     # The bit explorer: Dutch labels, the stored value as Python writes it; a click moves to the next value.
     explorer = page.locator(".course-bitx").first
     stored = explorer.locator("[data-role=stored]")
@@ -240,6 +230,105 @@ def test_dutch_edition_renders_offline_with_its_widgets_in_dutch(offline_page, b
     assert "= 3,142578125" in explorer.locator("[data-role=anatomy]").inner_text()  # a sentence: decimal comma
     assert "Nederlandstalige editie" in page.locator("nav").first.inner_text()
     assert_chapter_complete(page, "Kwantisatie: minder bits per getal", 1)
+
+
+# ----------------------------------------------------------------------------------------
+# The training planner: on the landing page, chapters 2, 9, 10, 11 and the Dutch edition
+# ----------------------------------------------------------------------------------------
+
+_SHAPE = memory.shape_for_params(1e9)  # nl/kwantisatie: a GPT-shaped model of 1 billion
+#: page -> (the planner's starting inputs there, its language, its focus), as the page's
+#: source writes them: book/intro.md's {course-planner}, the chapters' *-planner cells.
+PLANNER_PAGES = {
+    "index.html": ({"model": "llama2-7b", "nodes": 4, "zero": 3}, "en", "all"),
+    "notebooks/02_memory_wall.html": ({"model": "llama2-7b", "zero": 0}, "en", "memory"),
+    "notebooks/09_zero_fsdp.html": (
+        {"model": "t5-11b", "gpu": "a100-80", "global_batch": 64, "zero": 0}, "en", "all"),
+    "notebooks/10_hardware.html": (
+        {"model": "llama3-405b", "nodes": 1024, "tp": 8, "pp": 16, "zero": 1, "checkpointing": True},
+        "en", "all"),
+    "notebooks/11_beyond_data_parallelism.html": (
+        {"model": "gpt3-175b", "gpu": "a100-80", "nodes": 128, "tp": 8, "pp": 8, "checkpointing": True},
+        "en", "all"),
+    "notebooks/nl/kwantisatie.html": (
+        {"model": "custom", "params": 1e9, "layers": _SHAPE.n_layers, "hidden": _SHAPE.hidden,
+         "heads": _SHAPE.n_heads, "vocab": _SHAPE.vocab, "seq_len": 2048, "precision": "fp32",
+         "gpus_per_node": 1}, "nl", "memory"),
+}
+
+
+def _type(page, box, value: str) -> None:
+    """Type into a box as a reader does: click, select what is there, type key by key."""
+    box.click()
+    page.keyboard.press("Control+A")
+    if value:
+        box.press_sequentially(value)
+    else:
+        page.keyboard.press("Backspace")
+
+
+@pytest.mark.parametrize("path", list(PLANNER_PAGES), ids=lambda p: p.removesuffix(".html"))
+def test_the_planner_plans_in_the_book_what_python_plans(offline_page, book_server, path):
+    inputs, language, focus = PLANNER_PAGES[path]
+    page = offline_page
+    errors = []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    page.goto(f"{book_server}/{path}")  # index.html sends the reader on to the landing page
+    ui = page.locator(".course-plan .course-plan-ui[data-fits]")
+    ui.wait_for(timeout=30_000)
+    # One planner, drawn by its script: the text shown without JavaScript made way.
+    assert page.locator(".course-plan").count() == 1
+    assert page.locator(".course-plan-static").count() == 0
+    plan = page.locator(".course-plan")
+    result = lambda: plan.evaluate("el => el.__coursePlanner.result")  # noqa: E731
+
+    # It starts where Python starts, to the last digit, in the page's language.
+    start = model.plan(language=language, **inputs)
+    assert_same_plan(start.as_dict(), result())
+    sentences = report.sentences(start)
+    assert plan.locator("[data-role=verdict]").inner_text() == sentences[0]
+    assert result()["memory"]["total"] == pytest.approx(start.memory.total, rel=1e-12)
+    assert ui.get_attribute("data-fits") == str(start.fits).lower()
+    heading = texts.text("plan_heading_memory", language)
+    assert heading in plan.inner_text()
+    if language == "nl":
+        assert heading == "Geheugen per GPU" and "Memory per GPU" not in plan.inner_text()
+
+    # Chapter 2 and the Dutch edition open on memory: the step time folded until opened.
+    section = plan.locator("details[data-role=time-section]")
+    if focus == "memory":
+        assert section.count() == 1 and not section.evaluate("d => d.open")
+        assert not plan.locator("[data-role=time-bar]").is_visible()
+        section.locator("summary").click()
+        assert section.evaluate("d => d.open")
+    else:
+        assert section.count() == 0
+    assert plan.locator("[data-role=time-bar]").is_visible()
+    assert plan.locator("[data-role=train]").inner_text() == sentences[-2]
+
+    # Typing into a box replans at once: twice the nodes.
+    nodes = str(2 * int(inputs.get("nodes", 1)))
+    box = plan.locator("[data-field=nodes]")
+    _type(page, box, nodes)
+    bigger = model.plan(language=language, **dict(inputs, nodes=nodes))
+    page.wait_for_function("el => el.__coursePlanner.result && el.__coursePlanner.result.setup.nodes == "
+                           + nodes, arg=plan.element_handle(), timeout=5_000)
+    assert_same_plan(bigger.as_dict(), result())
+    assert plan.locator("[data-role=verdict]").inner_text() == report.sentences(bigger)[0]
+
+    # A bad value: the planner's own message, Python's words, the last plan dimmed.
+    message = plan.locator("[data-role=message]")
+    assert not message.is_visible()
+    _type(page, box, "abc")
+    message.wait_for(state="visible", timeout=5_000)
+    with pytest.raises(ValueError) as err:
+        model.plan(language=language, **dict(inputs, nodes="abc"))
+    assert message.inner_text() == texts.text("plan_cannot", language) + " " + str(err.value)
+    assert ui.get_attribute("data-fits") == "error"
+    _type(page, box, str(inputs.get("nodes", "")))  # back as it was: the starting plan
+    message.wait_for(state="hidden", timeout=5_000)
+    assert_same_plan(start.as_dict(), result())
+    assert not errors, errors
 
 
 LAB_PAGES = ["01_pretraining_objectives", "02_memory_wall", "03_number_formats", "04_quantizing_pi",

@@ -12,8 +12,10 @@ blocked, and measured in one pass; the tests below read those measurements:
 - at 1280 px a code cell shows 88 characters, the length the notebooks' code is held to,
   without scrolling;
 - the console shows no errors;
-- every widget either answers its input, or says on itself that it is a snapshot, links
-  to how to run the chapter, and has its inputs disabled;
+- every widget (an ipywidget view, a bit explorer, the training planner) either answers
+  its input, or says on itself that it is a snapshot, links to how to run the chapter,
+  and has its inputs disabled; a training planner has started (its static text made way
+  for its boxes);
 - every figure has a caption and its image an alt text that is a sentence.
 
 ``COURSE_BOOK_HTML=/path/to/html`` checks a book built elsewhere (for example one built
@@ -111,7 +113,8 @@ def book_url(request: pytest.FixtureRequest) -> str:
 
 
 # Resolves when the page is drawn: web fonts loaded, MathJax done, every saved widget
-# view rendered by the widget manager (at most 20 s), and one more frame.
+# view rendered by the widget manager and every training planner started by its script
+# (at most 20 s), and one more frame. Returns how many of them were not drawn.
 READY_JS = """
 async () => {
   if (document.fonts) await document.fonts.ready;
@@ -123,11 +126,14 @@ async () => {
     const box = v.previousElementSibling;
     return box && box.classList.contains('widget-subarea') && box.childElementCount > 0;
   };
-  for (let t = 0; t < 200 && !views.every(drawn); t++) {
+  const plans = [...document.querySelectorAll('.course-plan')];
+  const started = p => !!p.querySelector('.course-plan-ui[data-fits]');
+  const ready = () => views.every(drawn) && plans.every(started);
+  for (let t = 0; t < 200 && !ready(); t++) {
     await new Promise(done => setTimeout(done, 100));
   }
   await new Promise(done => requestAnimationFrame(() => setTimeout(done, 300)));
-  return views.filter(v => !drawn(v)).length;
+  return views.filter(v => !drawn(v)).length + plans.filter(p => !started(p)).length;
 }
 """
 
@@ -392,12 +398,13 @@ def test_figures_have_captions_and_alt_sentences(reader, page):
     assert not problems, f"{page}:{listing(problems)}"
 
 
-# Marks every widget of the page (a top-level ipywidget view or a bit explorer) with
-# data-course-widget=i and describes it: its class, its note, its controls.
+# Marks every widget of the page (a top-level ipywidget view, a bit explorer or a
+# training planner) with data-course-widget=i and describes it: its class, its note, its
+# controls, and for a planner whether its script started it.
 WIDGETS_JS = r"""
 () => {
   const roots = [...document.querySelectorAll(
-    '.widget-subarea > .jupyter-widgets, .course-bitx')];
+    '.widget-subarea > .jupyter-widgets, .course-bitx, .course-plan')];
   const controls = 'input:not([type=hidden]), select, textarea, button, [data-bit]';
   return roots.map((root, i) => {
     root.dataset.courseWidget = i;
@@ -414,6 +421,9 @@ WIDGETS_JS = r"""
         .map(c => c.tagName.toLowerCase() + (c.type ? `[type=${c.type}]` : '')),
       note: note && note.getClientRects().length ? note.innerText.trim() : '',
       link: link ? link.href : '',
+      unstarted: root.classList.contains('course-plan') &&
+        !(root.querySelector('.course-plan-ui[data-fits]') &&
+          !root.querySelector('.course-plan-static')),
     };
   });
 }
@@ -443,6 +453,10 @@ def test_widgets_respond_or_say_they_are_snapshots(reader, page):
     widgets = sheet.evaluate(WIDGETS_JS)
     for i, widget in enumerate(widgets):
         name = f"widget {i + 1} ({widget['name']})"
+        if widget["unstarted"]:
+            problems.append(f"{name} did not start: its script did not replace the "
+                            "static text with its boxes")
+            continue
         if not widget["controls"]:
             continue  # shows, takes no input (a progress bar)
         if widget["note"]:
