@@ -508,6 +508,7 @@ def execute(path: Path, timeout: int = 600, write: bool = False) -> ExecutionRes
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)
+    nb.metadata.pop("widgets", None)  # a widget state stored by an earlier run goes stale
     client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent)}})
     start = time.perf_counter()
