@@ -15,11 +15,18 @@ from course_lib.text import evaluation, models, training
 RECIPE = training.Recipe(steps=30, batch_size=8, seq_len=64)  # enough to write a span
 
 
+_SAVED: dict[str, tuple[torch.nn.Module, object]] = {}
+
+
 def saved(kind, tokenizer, tmp_path_factory):
-    trained = training.train_model(kind, recipe=RECIPE, tokenizer=tokenizer, cache=False, progress=False)
-    directory = tmp_path_factory.mktemp(kind)
-    models.save_model(trained.model, tokenizer, directory)
-    return trained.model, directory
+    """A tiny model of ``kind`` trained for a few steps and saved; trained once per session, as
+    every test only reads it."""
+    if kind not in _SAVED:
+        trained = training.train_model(kind, recipe=RECIPE, tokenizer=tokenizer, cache=False, progress=False)
+        directory = tmp_path_factory.mktemp(kind)
+        models.save_model(trained.model, tokenizer, directory)
+        _SAVED[kind] = trained.model, directory
+    return _SAVED[kind]
 
 
 def test_causal_tokenizer_adds_only_the_story_separator(tokenizer, tmp_path_factory):

@@ -14,7 +14,7 @@ import pytest
 from course_lib.exercises.checker import PHRASES, Exercise
 from course_lib.exercises.predictions import PHRASES as PREDICTION_PHRASES
 from course_lib.exercises.predictions import Prediction
-from labkit import LABS, existing, items, lab_module, run_cell, tagged
+from labkit import LABS, check_all, existing, items, lab_module, measure_once, run_cell, tagged
 
 NAMES = existing()
 
@@ -93,11 +93,11 @@ def test_each_misconception_is_named_on_a_wrong_answer_written_in_the_tests(name
     claimed = {m.name for m in exercise.misconceptions}
     assert claimed, f"{name}.{key}: name at least one misconception its checker recognises"
     assert set(wrong) == claimed, f"tests/test_{name}.py: WRONG[{key!r}] needs one wrong answer per misconception"
-    for known in exercise.misconceptions:
-        for fn in (wrong[known.name], known.wrong):
-            feedback = exercise.check(fn)
-            assert not feedback.passed and feedback.misconception == known.name, feedback.message
-    assert exercise.check(exercise.reference).passed
+    pairs = [(known, fn) for known in exercise.misconceptions for fn in (wrong[known.name], known.wrong)]
+    *feedback, right = check_all(exercise, [fn for _, fn in pairs] + [exercise.reference])
+    for (known, _), got in zip(pairs, feedback):
+        assert not got.passed and got.misconception == known.name, got.message
+    assert right.passed
 
 
 def predictions() -> list[tuple[str, str]]:
@@ -107,7 +107,7 @@ def predictions() -> list[tuple[str, str]]:
 @pytest.mark.parametrize("name, key", predictions())
 def test_each_prediction_names_its_misconceptions(name, key):
     prediction = items(lab_module(name))[key]
-    measured = prediction.measure()
+    measured = measure_once(prediction)
     assert measured and all(v >= 0 for v in measured.values()), "measure returns components"
     fixed = dataclasses.replace(prediction, measure=lambda: measured)
     total = sum(measured.values())

@@ -157,3 +157,42 @@ def test_the_library_functions_go_by_name_and_the_others_by_source():
     assert ranks._program(launch.hello) == {"target": "course_lib.parallel.launch:hello"}
     shipped = ranks._program(_total)
     assert shipped["name"] == "_total" and "dist.all_reduce(y)" in shipped["source"]
+
+
+def test_many_functions_get_in_one_launch_what_each_gets_alone(importable, monkeypatch):
+    def mine(x):
+        y = x.clone()
+        dist.all_reduce(y)
+        return y
+
+    def twice(x):
+        y = x * 2
+        dist.all_reduce(y)
+        return y
+
+    def broken(x):
+        if dist.get_rank() == 1:
+            raise ValueError("no")
+        y = x.clone()
+        dist.all_reduce(y)
+        return y
+
+    def after(x):  # runs after a function that left rank 0 waiting: checked on its own
+        y = x.clone()
+        dist.all_reduce(y)
+        return y + 1
+
+    def stub(x):
+        raise NotImplementedError  # your code here
+
+    fns = [twice, mine, stub, broken, after]
+    alone = [EXERCISE.check(fn) for fn in fns]
+    launches = []
+    real = launch.launch
+    monkeypatch.setattr(launch, "launch", lambda *a, **k: launches.append(a) or real(*a, **k))
+    together = EXERCISE.check_many(fns)
+    assert [(f.passed, f.misconception, f.case, f.message) for f in together] == [
+        (f.passed, f.misconception, f.case, f.message) for f in alone]
+    assert [f.passed for f in together] == [False, True, False, False, False]
+    assert len(launches) == 2  # one for all, one for the function after the one that raised
+    assert set(_children()) <= importable  # no rank left behind

@@ -23,7 +23,7 @@ from course_lib.exercises.predictions import Prediction
 from course_lib.exercises.questions import Question
 from course_lib.exercises.ranks import RankExercise
 from course_lib.exercises.wrapping import WIDTH, longest_line, wrap
-from labkit import LABS, existing, items, lab_module, run_cell, tagged
+from labkit import LABS, check_all, existing, items, lab_module, measure_once, run_cell, tagged
 
 NAMES = existing()
 QUIZZES = [f"ch{n:02d}" for n in range(1, 11)] + ["nl"]
@@ -126,11 +126,10 @@ def test_wrong_answers_misconceptions_and_a_pass_fit(name, key, capsys):
     wrong = getattr(importlib.import_module(f"test_{name}"), "WRONG", {}).get(key, {})
     answers = {"a wrong answer": returns_none, "an error": raises,
                "the reference": exercise.reference, **wrong}
-    if isinstance(exercise, RankExercise):  # the ranks run source code, one launch each
-        answers = {"an error": ranks_raise, "the reference": exercise.reference,
-                   **wrong}
-    for what, answer in answers.items():
-        feedback = exercise.check(answer)
+    if isinstance(exercise, RankExercise):  # the ranks run source code; the error goes last,
+        answers = {"the reference": exercise.reference, **wrong,  # as it stops the ranks
+                   "an error": ranks_raise}
+    for (what, answer), feedback in zip(answers.items(), check_all(exercise, list(answers.values()))):
         assert_fits(printed(feedback, capsys), f"{name}.{key}, {what}")
         if what == "an error":
             assert re.search(r"^  (at line|op regel) \d+", wrap(feedback.message), re.M)
@@ -150,7 +149,7 @@ def predictions() -> list[tuple[str, str]]:
 @pytest.mark.parametrize("name, key", predictions())
 def test_every_prediction_feedback_fits(name, key, capsys):
     prediction = items(lab_module(name))[key]
-    measured = prediction.measure()
+    measured = measure_once(prediction)
     fixed = dataclasses.replace(prediction, measure=lambda: measured)
     total = sum(measured.values())
     answers = [None, "a lot", total, total * 3.3, dict.fromkeys(measured, 1.0)]

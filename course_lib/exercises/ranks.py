@@ -19,7 +19,7 @@ import re
 import textwrap
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -183,45 +183,74 @@ class RankExercise(Exercise):
 
     def check(self, fn: Callable[..., Any]) -> Feedback:
         """Run ``fn`` and the reference on every hidden case, on the ranks, and return the feedback."""
-        say, texts, name = PHRASES[self.language], TEXTS[self.language], function_name(fn)
-        try:
-            learner = _program(fn)
-        except ValueError as err:
-            return Feedback(self.name, False, texts["no_source"].format(name=name, error=err))
-        if _is_stub(learner.get("source", "")):
-            return Feedback(self.name, False, say["not_done"].format(name=name))
+        return self.check_many([fn])[0]
+
+    def check_many(self, fns: Sequence[Callable[..., Any]]) -> list[Feedback]:
+        """The feedback :meth:`check` gives each of ``fns`` (a class's answers, a checker's own
+        tests), with one launch for all of them; a function that raises stops those after it on
+        the ranks, so each of those is checked again in a launch of its own."""
+        say, texts = PHRASES[self.language], TEXTS[self.language]
+        out: dict[int, Feedback] = {}
+        learners: dict[int, dict[str, Any]] = {}
+        for i, fn in enumerate(fns):
+            name = function_name(fn)
+            try:
+                learners[i] = _program(fn)
+            except ValueError as err:
+                out[i] = Feedback(self.name, False, texts["no_source"].format(name=name, error=err))
+                continue
+            if _is_stub(learners[i].get("source", "")):
+                out[i] = Feedback(self.name, False, say["not_done"].format(name=name))
+                del learners[i]
+        if not learners:
+            return [out[i] for i in range(len(fns))]
         cases = self.cases() if callable(self.cases) else list(self.cases)
-        programs = [_program(self.reference), *(_program(m.wrong) for m in self.misconceptions),
-                    learner]
+        own = [_program(self.reference), *(_program(m.wrong) for m in self.misconceptions)]
         payload = [{"args": list(c.args), "kwargs": dict(c.kwargs)} for c in cases]
         start = time.monotonic()
         try:
             ranks = launch.launch("course_lib.exercises.ranks:run_programs", self.nprocs,
-                                  {"programs": programs, "cases": payload, "inputs": self.inputs,
+                                  {"programs": [*own, *learners.values()], "cases": payload,
+                                   "inputs": self.inputs,
                                    "collective_timeout": self.collective_timeout},
                                   backend="gloo", timeout=self.launch_timeout, echo=False)
         except launch.LaunchError as err:
-            if time.monotonic() - start >= self.launch_timeout:
-                text = texts["hang"].format(seconds=self.launch_timeout, n=self.nprocs, name=name)
-            else:
-                text = texts["failed"].format(name=name, error=err)
-            return Feedback(self.name, False, text)
-        for number in range(len(programs) - 1):  # the course's own programs must not fail
+            timed_out = time.monotonic() - start >= self.launch_timeout
+            if len(learners) > 1:  # find whose function failed: one launch each
+                out.update({i: self.check(fns[i]) for i in learners})
+                return [out[i] for i in range(len(fns))]
+            name = function_name(fns[next(iter(learners))])
+            text = (texts["hang"].format(seconds=self.launch_timeout, n=self.nprocs, name=name)
+                    if timed_out else texts["failed"].format(name=name, error=err))
+            return [out.get(i, Feedback(self.name, False, text)) for i in range(len(fns))]
+        for number in range(len(own)):  # the course's own programs must not fail
             for index in range(len(cases)):
                 failed = self._outcome(ranks, number, index)
                 if isinstance(failed, dict):
                     raise RuntimeError(f"{self.name}: program {number} (0 is the reference, then "
                                        f"the misconceptions) failed on the ranks: {failed}")
+        clean = True  # no function before this one raised on a rank or left one waiting
+        for number, i in enumerate(learners, start=len(own)):
+            if not clean:
+                out[i] = self.check(fns[i])
+                continue
+            out[i] = self._feedback(ranks, number, cases, function_name(fns[i]))
+            clean = all(len(r) > number and len(r[number]) == len(cases)
+                        and not any("error" in o for o in r[number]) for r in ranks)
+        return [out[i] for i in range(len(fns))]
+
+    def _feedback(self, ranks: list[Any], number: int, cases: list[Case], name: str) -> Feedback:
+        """The feedback on program ``number``'s outcomes: the first case it fails, or a pass."""
         for index, case in enumerate(cases):
-            outcome = self._outcome(ranks, len(programs) - 1, index)
+            outcome = self._outcome(ranks, number, index)
             if isinstance(outcome, dict):  # the learner's code raised on a rank
                 return self._raised_on(outcome, name, case)
             expected = self._outcome(ranks, 0, index)
             if not self.matches(expected, outcome):
                 return self._wrong_on(ranks, case, index, expected, outcome)
         labels = ", ".join(dict.fromkeys(c.label for c in cases))
-        return Feedback(self.name, True, say["passed"].format(name=self.name, n=len(cases),
-                                                               labels=labels))
+        return Feedback(self.name, True, PHRASES[self.language]["passed"].format(
+            name=self.name, n=len(cases), labels=labels))
 
     @staticmethod
     def _outcome(ranks: list[Any], program: int, case: int) -> list[Any] | dict[str, Any]:
