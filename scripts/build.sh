@@ -9,16 +9,13 @@ export PYTHONHASHSEED=0
 
 echo "==> fetching the book's view-time JavaScript from the npm registry"
 if ! command -v npm >/dev/null; then
-  echo "error: npm is needed to fetch the widget manager and MathJax for the offline book; install Node.js (e.g. apt-get install npm) and retry." >&2
+  echo "error: npm is needed to fetch MathJax for the offline book; install Node.js (e.g. apt-get install npm) and retry." >&2
   exit 1
 fi
 (cd book && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error)
 # book/_vendor/vendor/ becomes _static/vendor/ in the built book (html_static_path in book/_config.yml).
 vendor=book/_vendor/vendor
-rm -rf book/_vendor && mkdir -p "$vendor/html-manager" "$vendor/mathjax"
-cp book/node_modules/requirejs/require.js "$vendor/require.js"
-find book/node_modules/@jupyter-widgets/html-manager/dist -maxdepth 1 -type f ! -name '*.map' \
-  -exec cp {} "$vendor/html-manager/" \;
+rm -rf book/_vendor && mkdir -p "$vendor/mathjax"
 cp -r book/node_modules/mathjax/es5/. "$vendor/mathjax/"
 
 echo "==> checking that every notebook's badges and setup cell match course_lib/_about.py"

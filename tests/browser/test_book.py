@@ -49,12 +49,11 @@ def test_chapter_2_renders_offline(offline_page, book_server):
     page.on("response", lambda r: missing.append(r.url) if r.status >= 400 else None)
     page.goto(f"{book_server}/notebooks/02_memory_wall.html")
     # The planner runs in the page (no kernel): Llama 2 7B without ZeRO does not fit, and
-    # the cheapest change is ZeRO 1. Its boxes are live, not a snapshot.
+    # the cheapest change is ZeRO 1. Its boxes are live.
     plan = page.locator(".course-plan")
     plan.locator(".course-plan-ui[data-fits]").wait_for(timeout=30_000)
     assert plan.locator("[data-role=verdict]").inner_text().startswith("does not fit: 125.59 GB")
     assert plan.locator("[data-role=change]").inner_text() == "cheapest change that fits: ZeRO stage 0 to 1"
-    assert page.locator(".course-snapshot-note").count() == 0
     assert plan.locator("[data-field=zero]").is_enabled()
     # The stacked-bar plot is an image that loaded.
     images = page.locator(".cell_output img")
@@ -218,7 +217,6 @@ def test_dutch_edition_renders_offline_with_its_widgets_in_dutch(offline_page, b
     plan.locator(".course-plan-ui[data-fits]").wait_for(timeout=30_000)
     assert "Geheugen per GPU" in plan.inner_text()
     assert plan.locator("[data-role=verdict]").inner_text().startswith("past: 22,05 GB van de 75,19 GB")
-    assert page.locator(".course-snapshot-note").count() == 0
     # The bit explorer: Dutch labels, the stored value as Python writes it; a click moves to the next value.
     explorer = page.locator(".course-bitx").first
     stored = explorer.locator("[data-role=stored]")

@@ -12,10 +12,10 @@ blocked, and measured in one pass; the tests below read those measurements:
 - at 1280 px a code cell shows 88 characters, the length the notebooks' code is held to,
   without scrolling;
 - the console shows no errors;
-- every widget (an ipywidget view, a bit explorer, the training planner) either answers
-  its input, or says on itself that it is a snapshot, links to how to run the chapter,
-  and has its inputs disabled; a training planner has started (its static text made way
-  for its boxes);
+- every widget (a bit explorer, the training planner) answers its input, and a training
+  planner has started (its static text made way for its boxes);
+- no page shows an ipywidget: no Python runs behind the book and the book loads no widget
+  manager, so one would be dead there (the course's widgets are plain HTML and JavaScript);
 - every figure has a caption and its image an alt text that is a sentence.
 
 ``COURSE_BOOK_HTML=/path/to/html`` checks a book built elsewhere (for example one built
@@ -28,9 +28,7 @@ import functools
 import html.parser
 import http.server
 import os
-import re
 import threading
-import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -112,28 +110,21 @@ def book_url(request: pytest.FixtureRequest) -> str:
     return f"http://127.0.0.1:{server.server_address[1]}"
 
 
-# Resolves when the page is drawn: web fonts loaded, MathJax done, every saved widget
-# view rendered by the widget manager and every training planner started by its script
-# (at most 20 s), and one more frame. Returns how many of them were not drawn.
+# Resolves when the page is drawn: web fonts loaded, MathJax done, every training planner
+# started by its script (at most 20 s), and one more frame. Returns how many planners did
+# not start.
 READY_JS = """
 async () => {
   if (document.fonts) await document.fonts.ready;
   const mj = window.MathJax;
   if (mj && mj.startup && mj.startup.promise) await mj.startup.promise;
-  const type = 'script[type="application/vnd.jupyter.widget-view+json"]';
-  const views = [...document.querySelectorAll(type)];
-  const drawn = v => {
-    const box = v.previousElementSibling;
-    return box && box.classList.contains('widget-subarea') && box.childElementCount > 0;
-  };
   const plans = [...document.querySelectorAll('.course-plan')];
   const started = p => !!p.querySelector('.course-plan-ui[data-fits]');
-  const ready = () => views.every(drawn) && plans.every(started);
-  for (let t = 0; t < 200 && !ready(); t++) {
+  for (let t = 0; t < 200 && !plans.every(started); t++) {
     await new Promise(done => setTimeout(done, 100));
   }
   await new Promise(done => requestAnimationFrame(() => setTimeout(done, 300)));
-  return views.filter(v => !drawn(v)).length + plans.filter(p => !started(p)).length;
+  return plans.filter(p => !started(p)).length;
 }
 """
 
@@ -276,9 +267,21 @@ MEASURE_JS = r"""
     }
   }
 
+  // 5. ipywidgets: a saved view or state (myst-nb writes each as a <script> of the
+  // widget MIME type) or anything a widget manager drew (.jupyter-widgets, .widget-*).
+  const ipywidgets = [...document.querySelectorAll(
+    'script[type^="application/vnd.jupyter.widget-"], .jupyter-widgets, ' +
+    '[class^="widget-"], [class*=" widget-"]')]
+    .filter(e => !e.parentElement.closest('.jupyter-widgets, [class^="widget-"], ' +
+                                         '[class*=" widget-"]'))
+    .slice(0, 5)
+    .map(e => e.tagName === 'SCRIPT' ? `<script type="${e.type}">` +
+      (e.closest('section[id]') ? ` in section #${e.closest('section[id]').id}` : '')
+      : describe(e));
+
   const root = document.documentElement;
   return {scroll: [root.scrollWidth, vw], sticking, tables, capacity, scrollingCode,
-          figures};
+          figures, ipywidgets};
 }
 """
 
@@ -315,7 +318,7 @@ class Reader:
         self.errors.append(f"{message.text[:300]} ({where})")
 
     def open(self, page: str, width: int) -> int:
-        """Load ``page`` at ``width`` px, wait until drawn; the views left undrawn."""
+        """Load ``page`` at ``width`` px, wait until drawn; the planners left unstarted."""
         if page.startswith("("):
             pytest.fail(f"the book is not built in {BOOK}: run `bash scripts/build.sh`")
         height = 900 if width >= 800 else 844
@@ -398,29 +401,28 @@ def test_figures_have_captions_and_alt_sentences(reader, page):
     assert not problems, f"{page}:{listing(problems)}"
 
 
-# Marks every widget of the page (a top-level ipywidget view, a bit explorer or a
-# training planner) with data-course-widget=i and describes it: its class, its note, its
-# controls, and for a planner whether its script started it.
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_no_page_shows_an_ipywidget(reader, page):
+    found = reader.measure(page, DESKTOP)["ipywidgets"]
+    assert not found, (
+        f"{page} shows an ipywidget, which is dead in the book (no kernel, no widget "
+        f"manager): make it a plain HTML and JavaScript view as the planner is:{listing(found)}")
+
+
+# Marks every widget of the page (a bit explorer or a training planner) with
+# data-course-widget=i and describes it: its class, its controls, and for a planner
+# whether its script started it.
 WIDGETS_JS = r"""
 () => {
-  const roots = [...document.querySelectorAll(
-    '.widget-subarea > .jupyter-widgets, .course-bitx, .course-plan')];
+  const roots = [...document.querySelectorAll('.course-bitx, .course-plan')];
   const controls = 'input:not([type=hidden]), select, textarea, button, [data-bit]';
   return roots.map((root, i) => {
     root.dataset.courseWidget = i;
     const shown = [...root.querySelectorAll(controls)]
       .filter(c => c.getClientRects().length > 0);
-    const note = root.querySelector('.course-snapshot-note');
-    const link = note && note.querySelector('a[href]');
     return {
-      name: [...root.classList].filter(c => c.startsWith('course-')).join('.') ||
-        [...root.classList].filter(c => c.startsWith('widget-')).join('.'),
+      name: [...root.classList].filter(c => c.startsWith('course-')).join('.'),
       controls: shown.length,
-      enabled: shown
-        .filter(c => !c.disabled && c.getAttribute('aria-disabled') !== 'true')
-        .map(c => c.tagName.toLowerCase() + (c.type ? `[type=${c.type}]` : '')),
-      note: note && note.getClientRects().length ? note.innerText.trim() : '',
-      link: link ? link.href : '',
       unstarted: root.classList.contains('course-plan') &&
         !(root.querySelector('.course-plan-ui[data-fits]') &&
           !root.querySelector('.course-plan-static')),
@@ -446,7 +448,7 @@ def _change(control: Any) -> None:
 
 
 @pytest.mark.parametrize("page", PAGES, ids=page_id)
-def test_widgets_respond_or_say_they_are_snapshots(reader, page):
+def test_widgets_respond_to_their_inputs(reader, page):
     reader.open(page, DESKTOP)
     sheet = reader.page
     problems = []
@@ -458,12 +460,7 @@ def test_widgets_respond_or_say_they_are_snapshots(reader, page):
                             "static text with its boxes")
             continue
         if not widget["controls"]:
-            continue  # shows, takes no input (a progress bar)
-        if widget["note"]:
-            if widget["enabled"]:
-                problems.append(f"{name} says it is a snapshot but its inputs "
-                                f"{widget['enabled']} are enabled")
-            problems += _link_problems(reader, name, widget["link"])
+            problems.append(f"{name} shows no control to change")
             continue
         root = sheet.locator(f"[data-course-widget='{i}']")
         controls = root.locator("input:not([type=hidden]), select, textarea, button, "
@@ -483,21 +480,6 @@ def test_widgets_respond_or_say_they_are_snapshots(reader, page):
             except Exception:
                 continue
         if not answered:
-            problems.append(f"{name} does not change when its inputs change, and says "
-                            "nothing on itself about being a snapshot")
+            problems.append(f"{name} does not change when its inputs change")
     assert not problems, f"{page}:{listing(problems)}"
 
-
-def _link_problems(reader: Reader, name: str, link: str) -> list[str]:
-    """Why a snapshot note's link to how to run the chapter fails ([] if it works)."""
-    if not link:
-        return [f"{name}'s snapshot note links nowhere"]
-    address, _, anchor = link.partition("#")
-    response = reader.page.request.get(address)
-    if not response.ok:
-        return [f"{name}'s snapshot note links to {link}: HTTP {response.status}"]
-    if anchor and not re.search(f'id="{re.escape(anchor)}"', response.text()):
-        return [f"{name}'s snapshot note links to {link}, which has no #{anchor}"]
-    if not urllib.parse.urlparse(address).path.endswith(".html"):
-        return [f"{name}'s snapshot note links to {link}, not a page of the book"]
-    return []
