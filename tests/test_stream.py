@@ -297,10 +297,10 @@ def test_working_set_too_small_for_one_element_per_array():
 def test_working_set_over_half_the_free_memory(monkeypatch):
     monkeypatch.setattr(mb, "_available_memory", lambda dev: 10 * MIB)
     with pytest.raises(ValueError, match=r"working set of 6 MiB is over half of the free RAM .*at most 5 MiB"):
-        mb.measure_bandwidth("copy", [6 * MIB])
+        mb.measure_bandwidth("copy", [6 * MIB], device="cpu")  # the default is a GPU where there is one
     # Each fits, but copy's and triad's arrays of 4 MiB together (3 arrays of 2 MiB) do not.
     with pytest.raises(ValueError, match=r"the arrays take 6 MiB together .* pass fewer or smaller"):
-        mb.measure_bandwidth(["copy", "triad"], [4 * MIB])
+        mb.measure_bandwidth(["copy", "triad"], [4 * MIB], device="cpu")
 
 
 def test_memory_unknown_is_no_obstacle(monkeypatch):

@@ -96,7 +96,8 @@ def cast(values: Any, name: str) -> torch.Tensor:
     """Round values to torch's ``name`` dtype and back to float32: what storing them in that format keeps.
 
     Numbers and lists become float32 tensors first (as a model's FP32 tensors would be). torch's
-    casts overflow to inf (FP16, BF16, E5M2) except ``float8_e4m3fn``, which saturates at +-448.
+    casts overflow to inf (FP16, BF16, E5M2) except ``float8_e4m3fn``, which has no inf: torch 2.13
+    saturates at +-448, torch 2.11 gives NaN (clamp first to saturate on any version).
 
     Chapter 3, *Number formats*.
     """
