@@ -21,11 +21,9 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   echo "==> .venv is up to date"
   exit 0
 fi
-# --no-compile: Python compiles each module when it is first imported; pip compiling every installed
-# file took 35 of the 85 s of these two installs on a 2-core machine.
 echo "==> installing torch==2.13.0"
-"${PIP[@]}" install -q --no-compile "torch==2.13.0"
+"${PIP[@]}" install -q "torch==2.13.0"
 echo "==> installing course-lib[book,dev] with constraints.txt"
-"${PIP[@]}" install -q --no-compile -c constraints.txt -e ".[book,dev]"
+"${PIP[@]}" install -q -c constraints.txt -e ".[book,dev]"
 .venv/bin/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (course)" >/dev/null
 echo "$want" > "$stamp"

@@ -189,7 +189,7 @@ def venv(work, dists) -> Venv:
     v = Venv(prefix, cwd, env, torch_dir)
     purelib = v.python("-c", "import sysconfig; print(sysconfig.get_path('purelib'))").strip()
     Path(purelib, "course-torch.pth").write_text(f"{torch_dir}\n")
-    v.python("-m", "pip", "install", "--disable-pip-version-check", "-q", "--no-compile", "-c", ROOT / "constraints.txt",
+    v.python("-m", "pip", "install", "--disable-pip-version-check", "-q", "-c", ROOT / "constraints.txt",
              dists["wheel"], "nbclient", "ipykernel", timeout=600)
     return v
 
