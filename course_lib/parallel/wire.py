@@ -85,7 +85,7 @@ def _tcp_sockets() -> dict[int, int]:
     return found
 
 
-def wire_snapshot(settle: float = 1.0) -> WireSnapshot:
+def wire_snapshot(settle: float = 5.0) -> WireSnapshot:
     """The TCP bytes every socket of this process has had acknowledged and has received so far.
 
     Waits up to ``settle`` seconds for the sockets' send queues to drain, so that bytes handed to
