@@ -35,6 +35,20 @@ def _doubled(x):
     return 2 * y
 
 
+def mine(x):
+    """A learner's right answer."""
+    y = x.clone()
+    dist.all_reduce(y)
+    return y
+
+
+def twice(x):
+    """A learner's answer with the misconception 'doubled'."""
+    y = x * 2
+    dist.all_reduce(y)
+    return y
+
+
 EXERCISE = RankExercise(
     "total", "sum over the ranks", _total,
     [Case((), "random", {"value": 1.0}), Case((), "negative", {"value": -5.0})],
@@ -91,16 +105,6 @@ def test_learner_source_reads_a_cell_as_ipython_keeps_it_and_says_so_when_it_can
 
 
 def test_a_right_function_passes_and_a_wrong_one_is_named(importable):
-    def mine(x):
-        y = x.clone()
-        dist.all_reduce(y)
-        return y
-
-    def twice(x):
-        y = x * 2
-        dist.all_reduce(y)
-        return y
-
     start = time.perf_counter()
     assert EXERCISE.check(mine).passed
     assert time.perf_counter() - start < 25  # one launch for both cases
@@ -160,16 +164,6 @@ def test_the_library_functions_go_by_name_and_the_others_by_source():
 
 
 def test_many_functions_get_in_one_launch_what_each_gets_alone(importable, monkeypatch):
-    def mine(x):
-        y = x.clone()
-        dist.all_reduce(y)
-        return y
-
-    def twice(x):
-        y = x * 2
-        dist.all_reduce(y)
-        return y
-
     def broken(x):
         if dist.get_rank() == 1:
             raise ValueError("no")
