@@ -59,9 +59,30 @@ def test_the_layouts_count_their_papers_sizes_and_fill_their_gpus():
         assert run.counted == pytest.approx(run.params, rel=0.01)
         assert run.tp * run.pp * run.dp == run.gpus
     rows = {row[0]: row for row in ch11.layout_table().rows}
-    assert rows["Llama 3 405B"][3:6] == ["8", "16", "128"]
-    assert rows["Megatron-LM GPT, 1T"][3:6] == ["8", "64", "6"]
-    assert float(rows["Llama 3 405B"][-1]) < 80 < float(rows["Llama 3 405B"][-2])
+    assert rows["Llama 3 405B"][3:6] == ["8", "16", "128 FSDP (grads, Adam)"]
+    assert rows["Megatron-LM GPT, 1T"][3:6] == ["8", "64", "6 replicated"]
+    assert float(rows["Llama 3 405B"][-2]) < 80 < float(rows["Llama 3 405B"][-3])
+
+
+def test_as_run_the_states_are_sharded_the_way_each_paper_says():
+    """Megatron-LM replicates a replica's states; Llama 3's FSDP shards gradients and
+    Adam's 12 bytes over the 128 replicas and keeps the BF16 weights whole."""
+    megatron, llama = ch11.LAYOUTS
+    share = llama.counted / (llama.tp * llama.pp)
+    assert llama.states_per_gpu() == pytest.approx(2 * share + 14 * share / 128)
+    assert 6e9 < llama.states_per_gpu() < 7e9
+    mine = megatron.counted / (megatron.tp * megatron.pp)
+    assert megatron.states_per_gpu() == pytest.approx(16 * mine)
+    assert llama.network == "RoCE 400G" and megatron.network == "InfiniBand HDR"
+
+
+def test_llama3s_table_adds_up_as_its_paper_prints_it():
+    for run in ch11.LLAMA3_TABLE4:
+        assert run.tp * run.cp * run.pp * run.dp == run.gpus
+        assert run.dp * run.batch_per_dp * run.seq_len == 16 * 2**20  # "16M"
+    table = ch11.llama3_table()
+    assert table.headers[:5] == ["GPUs", "TP", "CP", "PP", "DP"]
+    assert table.rows[2][:6] == ["16,384", "8", "16", "16", "8", "131,072"]
 
 
 def test_tensor_parallel_all_reduces_fit_nvlink_not_the_network():

@@ -17,7 +17,7 @@ import torch.distributed as dist
 from transformers.pytorch_utils import Conv1D
 
 from course_lib.numbers import memory
-from course_lib.parallel import launch, mesh, tensor_parallel
+from course_lib.parallel import launch, mesh, tensor_parallel, wire
 from course_lib.parallel.tensor_parallel_communications import (
     collective_counts,
     grad_norm,
@@ -250,3 +250,20 @@ def test_activations_per_rank_match_the_formula_and_sequence_parallelism_saves(c
     assert saved == pytest.approx(4 * 4 * 32 * 2 * 128 * (1 - 1 / 2), rel=0.02)
     # transformers' tanh GELU keeps more than the formula counts, split all the same
     assert checks["float32"][0].activation_bytes > tp.activation_bytes
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not wire.COUNTS_TCP, reason="counts TCP bytes through Linux's TCP_INFO")
+def test_sequence_parallelism_sends_what_the_ring_formulas_say(checks):
+    """Per pass, B = s b h e bytes of activations on 2 ranks: tensor parallelism's two
+    all-reduces send 2B either way. Sequence parallelism's forward (2 all-gathers, 2
+    reduce-scatters) sends 2B by NCCL's ring, 3B on gloo (whose reduce-scatter is an
+    all-reduce); its backward (4 all-gathers, 2 reduce-scatters) 3B and 4B. Measured on
+    the wire: the gloo formula plus gloo's message headers."""
+    b = 32 * 2 * 128 * 8  # float64
+    tp, sp = checks["float64"][0], checks["sequence parallel"][0]
+    assert tp.ring_nccl == tp.ring_gloo == (2 * b, 2 * b)
+    assert sp.ring_nccl == (2 * b, 3 * b) and sp.ring_gloo == (3 * b, 4 * b)
+    for r in (tp, sp):
+        for sent, formula in zip(r.wire_sent, r.ring_gloo):
+            assert formula <= sent < formula * 1.02, (r.sequence_parallel, sent, formula)

@@ -78,6 +78,36 @@ def test_a_socket_opened_between_snapshots_counts_from_zero():
     assert later - earlier == wire.WireBytes(57, 13)
 
 
+def test_a_socket_closed_between_snapshots_is_counted_as_closed():
+    server = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(server.getsockname())
+    peer, _ = server.accept()
+    try:
+        before = wire.wire_snapshot()
+        client.sendall(b"x" * 1000)
+        peer.recv(1000)
+        client.close()  # its 1,000 bytes leave with it: the later snapshot cannot see them
+        moved = wire.wire_snapshot() - before
+    finally:
+        for s in (client, peer, server):
+            s.close()
+    assert moved.closed == 1 and moved.sent == 0
+
+
+def test_launched_ranks_wait_for_each_other_before_closing_their_sockets(monkeypatch):
+    calls = []
+    monkeypatch.setattr(launch.dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(launch.dist, "barrier", lambda: calls.append("barrier"))
+    launch._wait_for_peers()
+    assert calls == ["barrier"]
+
+    def broken() -> None:
+        raise RuntimeError("a peer died")
+
+    monkeypatch.setattr(launch.dist, "barrier", broken)
+    launch._wait_for_peers()  # the launcher reports the peer; this rank returns normally
+
+
 # --- ZeroAdamW in one process ----------------------------------------------------------------------
 
 class _OneRank:

@@ -27,9 +27,9 @@ if TYPE_CHECKING:
     from course_lib.parallel.mesh import MeshRank
     from course_lib.parallel.tensor_parallel import TPBlockCheck
 
-__all__ = ["LAYOUTS", "Layout", "checkpointing_table", "held_table", "layout_table",
-           "bubble_table", "mesh_table", "plot_pipeline", "replayed_ranks", "tp_link_table",
-           "tp_table"]
+__all__ = ["LAYOUTS", "LLAMA3_TABLE4", "Layout", "Llama3Run", "bubble_table",
+           "checkpointing_table", "held_table", "layout_table", "llama3_table", "mesh_table",
+           "plot_pipeline", "replayed_ranks", "tp_link_table", "tp_table", "wire_table"]
 
 
 def _counts(counts: dict[str, int]) -> str:
@@ -96,6 +96,26 @@ def bubble_table(runs: Sequence[Sequence[pipeline.PipelineRank]]) -> Table:
                "replayed (measured durations, free links)", "replayed (equal stages)",
                "(p - 1) / (m + p - 1)"]
     return Table(headers, rows, title=f"The bubble of a {runs[0][0].stages}-stage pipeline")
+
+
+def wire_table(checks: Sequence[TPBlockCheck], names: Sequence[str]) -> Table:
+    """Per run and pass (rank 0): its collectives, the ring formulas' bytes, the wire's.
+
+    What a ring sends by the formula as NCCL runs it and as gloo does (whose reduce-scatter
+    is an all-reduce), and what this rank sent over TCP: gloo's bytes and its headers.
+
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
+    """
+    rows = []
+    for name, r in zip(names, checks):
+        for i, (phase, counts) in enumerate((("forward", r.forward),
+                                             ("backward", r.backward))):
+            rows.append([name, phase, _counts(counts), f"{r.ring_nccl[i]:,.0f}",
+                         f"{r.ring_gloo[i]:,.0f}", f"{r.wire_sent[i]:,}"])
+    headers = ["run", "pass", "collectives", "ring, NCCL (bytes)", "ring, gloo (bytes)",
+               "sent on the wire, gloo (bytes)"]
+    return Table(headers, rows, title="Bytes one rank sends per pass, one block on "
+                                      f"{checks[0].degree} ranks")
 
 
 def held_table(runs: Sequence[Sequence[pipeline.PipelineRank]]) -> Table:
@@ -183,7 +203,10 @@ class Layout:
     """A published run's model shape and its GPUs: tensor, pipeline and data parallel degrees.
 
     ``params`` is the model's size as its paper states it; ``block_params`` the parameters of
-    one transformer block from its shape; ``tflops`` what one GPU sustains, as reported.
+    one transformer block from its shape; ``tflops`` what one GPU sustains, as reported;
+    ``network`` the link between nodes (a name of ``cost_model.LINKS``); ``sharded_data``
+    whether its data parallelism shards gradients and optimizer states as FSDP does, keeping
+    the weights whole after the forward (ZeRO stage 2's accounting).
 
     Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
@@ -204,6 +227,7 @@ class Layout:
     network: str
     tflops: float
     tied: bool = True
+    sharded_data: bool = False
 
     @property
     def dp(self) -> int:
@@ -216,6 +240,12 @@ class Layout:
         return (self.layers * self.block_params
                 + (1 if self.tied else 2) * self.vocab * self.hidden)
 
+    def states_per_gpu(self) -> float:
+        """Bytes of BF16 mixed-precision Adam states a GPU holds, sharded as the run did."""
+        share = self.counted / (self.tp * self.pp)
+        return memory.training_memory(share, "bf16-mixed", gpus=self.dp,
+                                      zero_stage=2 if self.sharded_data else 0).model_states
+
 
 def _megatron_block(h: int) -> float:
     return 12 * h * h + 13 * h  # GPT: attention 4h^2 + 4h, MLP 8h^2 + 5h, two norms 4h
@@ -225,19 +255,66 @@ def _llama_block(h: int, kv: int, ffn: int) -> float:
     return 2 * h * h + 2 * h * kv + 3 * h * ffn + 2 * h  # GQA, SwiGLU, two RMSNorms
 
 
-#: Two published runs (the papers' tables): Megatron-LM's 1T GPT, Llama 3 405B.
+#: Two published runs (the papers' tables): Megatron-LM's 1T GPT, whose training iterations
+#: were benchmarked (its training was estimated, not run), and Llama 3 405B's 8K-context
+#: stage on 16,384 GPUs (Table 4, context parallelism 1), trained on RoCE at 400 Gb/s with
+#: FSDP sharding gradients and optimizer states.
 LAYOUTS = (
     Layout("Megatron-LM GPT, 1T", "narayanan2021megatron", 1008e9, 128, 25600,
            _megatron_block(25600), 51200, 2048, 8, 64, 3072, "A100", "NVLink 3 (A100)",
            "InfiniBand HDR", 163e12),
     Layout("Llama 3 405B", "dubey2024llama3", 405e9, 126, 16384,
            _llama_block(16384, 8 * 128, 53248), 128000, 8192, 8, 16, 16384, "H100",
-           "NVLink 4 (H100)", "InfiniBand NDR", 400e12, tied=False),
+           "NVLink 4 (H100)", "RoCE 400G", 400e12, tied=False, sharded_data=True),
 )
+
+
+@dataclasses.dataclass(frozen=True)
+class Llama3Run:
+    """One row of Llama 3's Table 4, as the paper prints it: degrees, batch, throughput.
+
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
+    """
+
+    gpus: int
+    tp: int
+    cp: int
+    pp: int
+    dp: int
+    seq_len: int
+    batch_per_dp: int
+    tokens_per_batch: str
+    tflops: int
+    mfu: str
+
+
+#: Llama 3 405B's scaling configurations and MFU (Dubey et al. 2024, Table 4): the 8K-context
+#: stage on 8,192 and 16,384 H100s, and the long-context stage with context parallelism 16.
+LLAMA3_TABLE4 = (
+    Llama3Run(8192, 8, 1, 16, 64, 8192, 32, "16M", 430, "43%"),
+    Llama3Run(16384, 8, 1, 16, 128, 8192, 16, "16M", 400, "41%"),
+    Llama3Run(16384, 8, 16, 16, 8, 131072, 16, "16M", 380, "38%"),
+)
+
+
+def llama3_table(runs: Sequence[Llama3Run] = LLAMA3_TABLE4) -> Table:
+    """Llama 3's Table 4, column for column as the paper prints it.
+
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
+    """
+    rows = [[f"{r.gpus:,}", r.tp, r.cp, r.pp, r.dp, f"{r.seq_len:,}", r.batch_per_dp,
+             r.tokens_per_batch, r.tflops, r.mfu] for r in runs]
+    headers = ["GPUs", "TP", "CP", "PP", "DP", "Seq. Len.", "Batch size/DP", "Tokens/Batch",
+               "TFLOPs/GPU", "BF16 MFU"]
+    return Table(headers, rows, title="Llama 3 405B: scaling configurations and MFU, "
+                                      "as printed in its paper (Table 4)")
 
 
 def layout_table(layouts: Sequence[Layout] = LAYOUTS) -> Table:
     """Each run's degrees, and what a GPU holds of BF16 mixed-precision Adam states.
+
+    Per GPU: with tensor parallelism alone, with tensor x pipeline (every data-parallel
+    replica whole), and as the run sharded its data parallelism (:meth:`Layout.states_per_gpu`).
 
     Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
@@ -245,13 +322,15 @@ def layout_table(layouts: Sequence[Layout] = LAYOUTS) -> Table:
     for run in layouts:
         per_gpu = memory.training_memory(run.counted / (run.tp * run.pp), "bf16-mixed")
         tp_only = memory.training_memory(run.counted / run.tp, "bf16-mixed")
+        data = "FSDP (grads, Adam)" if run.sharded_data else "replicated"
         rows.append([run.name, f"{run.counted / 1e9:,.0f}B ({run.params / 1e9:,.0f}B)",
-                     f"{run.gpus:,} {run.gpu}", run.tp, run.pp, run.dp,
+                     f"{run.gpus:,} {run.gpu}", run.tp, run.pp, f"{run.dp} {data}",
                      f"{tp_only.model_states / 1e9:,.0f}",
-                     f"{per_gpu.model_states / 1e9:,.0f}"])
+                     f"{per_gpu.model_states / 1e9:,.0f}",
+                     f"{run.states_per_gpu() / 1e9:,.1f}"])
     headers = ["run", "parameters from the shape (paper)", "GPUs", "TP (in a node)",
                "PP (across nodes)", "DP (outermost)", "model states per GPU, TP only (GB)",
-               "with TP x PP (GB)"]
+               "TP x PP (GB)", "as run (GB)"]
     return Table(headers, rows, title="How two published runs lay out their GPUs")
 
 

@@ -65,7 +65,9 @@ class Accelerator:
     """A GPU's published figures: dense and 2:4-sparse peaks per dtype, memory, links, source.
 
     ``dense`` and ``sparse`` map a dtype to FLOP/s (integer operations per second for int8);
-    ``bandwidth`` and ``memory`` are in bytes/s and bytes; ``host_link`` and ``gpu_link`` name
+    ``bandwidth`` and ``memory`` are in bytes/s and bytes (``memory`` as chapter 2's
+    :data:`course_lib.numbers.memory.GPUS` counts it: the "80GB" of HBM a datasheet sells is
+    80 GiB, the one capacity every chapter and the planner use); ``host_link`` and ``gpu_link`` name
     entries of chapter 8's :data:`course_lib.parallel.cost_model.LINKS` (``gpu_link`` empty: no
     GPU-to-GPU link, peers talk over PCIe). ``source`` is the bibliography key.
 
@@ -99,7 +101,7 @@ DATASHEETS: dict[str, Accelerator] = {a.name: a for a in (
         dense={"fp32": 19.5 * _T, "tf32": 156 * _T, "bf16": 312 * _T, "fp16": 312 * _T,
                "int8": 624 * _T},
         sparse={"tf32": 312 * _T, "bf16": 624 * _T, "fp16": 624 * _T, "int8": 1248 * _T},
-        bandwidth=2039 * _G, memory=80e9, host_link="PCIe 4.0 x16", gpu_link="NVLink 3 (A100)",
+        bandwidth=2039 * _G, memory=80 * memory.GIB, host_link="PCIe 4.0 x16", gpu_link="NVLink 3 (A100)",
         source="nvidia_a100",
         note="The datasheet gives dense tensor-core figures and, with an asterisk, the sparse ones."),
     Accelerator(
@@ -108,7 +110,7 @@ DATASHEETS: dict[str, Accelerator] = {a.name: a for a in (
                "fp8": 1979 * _T, "int8": 1979 * _T},
         sparse={"tf32": 989 * _T, "bf16": 1979 * _T, "fp16": 1979 * _T, "fp8": 3958 * _T,
                 "int8": 3958 * _T},
-        bandwidth=3350 * _G, memory=80e9, host_link="PCIe 5.0 x16", gpu_link="NVLink 4 (H100)",
+        bandwidth=3350 * _G, memory=80 * memory.GIB, host_link="PCIe 5.0 x16", gpu_link="NVLink 4 (H100)",
         source="nvidia_h100",
         note="The datasheet lists tensor-core figures with sparsity only and says the dense ones "
              "are half as large: the dense figures here are those halves."),
@@ -118,7 +120,7 @@ DATASHEETS: dict[str, Accelerator] = {a.name: a for a in (
                "fp8": 733 * _T, "int8": 733 * _T},
         sparse={"tf32": 366 * _T, "bf16": 733 * _T, "fp16": 733 * _T, "fp8": 1466 * _T,
                 "int8": 1466 * _T},
-        bandwidth=864 * _G, memory=48e9, host_link="PCIe 4.0 x16", gpu_link="",
+        bandwidth=864 * _G, memory=48 * memory.GIB, host_link="PCIe 4.0 x16", gpu_link="",
         source="nvidia_l40s",
         note="GDDR6 instead of HBM and no NVLink: GPUs of one machine talk over PCIe 4.0."),
 )}  # fmt: skip

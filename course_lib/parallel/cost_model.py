@@ -88,6 +88,10 @@ LINKS: dict[str, Link] = {link.name: link for link in (
          "One 200 Gb/s port (ConnectX-6) per GPU. " + _NCCL_LATENCY.format(9.6, "the network")),
     Link("InfiniBand NDR", 50e9, 9.6e-6, "nvidia_connectx7", "nccl_tuning_model",
          "One 400 Gb/s port (ConnectX-7) per GPU. " + _NCCL_LATENCY.format(9.6, "the network")),
+    Link("RoCE 400G", 50e9, 9.6e-6, "dubey2024llama3", "nccl_tuning_model",
+         "One 400 Gb/s RDMA-over-Ethernet port per GPU: the network Llama 3 405B trained on "
+         "(Meta's RoCE cluster). Its bandwidth is InfiniBand NDR's; NCCL's tuning model has "
+         "one latency for every network. " + _NCCL_LATENCY.format(9.6, "the network")),
     Link("Ethernet 100G", 12.5e9, 9.6e-6, "nvidia_connectx6", "nccl_tuning_model",
          "One 100 Gb/s Ethernet port per GPU, with RDMA (RoCE) as NCCL uses it; ports of 200 and "
          "400 Gb/s exist too (ConnectX-7). NCCL's tuning model has one latency for every network, "

@@ -536,6 +536,20 @@ def _die_with_parent(launcher: int, results: Path) -> None:
     threading.Thread(target=watch, name="watch-launcher", daemon=True).start()
 
 
+def _wait_for_peers() -> None:
+    """Wait until every rank has returned before this one closes its sockets.
+
+    A rank that leaves the group early closes its TCP connections; a peer still reading
+    its byte counters (:func:`course_lib.parallel.wire.wire_snapshot`) would then lose that
+    connection's bytes. A barrier that fails (a peer died) is the peer's failure to report.
+    """
+    if dist.is_initialized():
+        try:
+            dist.barrier()
+        except Exception:  # noqa: BLE001 - the launcher reports the rank that failed
+            pass
+
+
 def _worker_main(target: str, payload: str, results: str) -> int:
     """Run one rank: call the target, save its result as ``rank<r>.pkl``; 1 on failure."""
     rank, folder = int(os.environ["RANK"]), Path(results)
@@ -552,6 +566,7 @@ def _worker_main(target: str, payload: str, results: str) -> int:
                 f"sent back to the launcher ({err}). Return what pickles: numbers, "
                 "strings, lists, dicts, tensors, dataclasses of a module; not a "
                 "lambda, an open file, a lock or a generator.")
+        _wait_for_peers()
     except SystemExit as stop:
         return failures.refuse(
             folder, rank, f"called sys.exit({stop.code!r}) in {target} instead of "

@@ -395,8 +395,11 @@ class TPBlockCheck:
     ``Collectives``) and by PyTorch (``CommDebugMode``); the parameter bytes this rank
     holds and the formula's (:func:`block_parameters`); the bytes autograd kept for
     backward on this rank, in one process, and by the formula
-    (:func:`activation_bytes_tp`). With sequence parallelism one more all-reduce, once a
-    step and not counted here, sums the partial gradients of the norms and biases.
+    (:func:`activation_bytes_tp`); per pass (forward, backward) the bytes this rank sent
+    over TCP and what a ring sends by the formula, NCCL's way and gloo's
+    (:class:`~course_lib.parallel.tensor_parallel_communications.BlockPass`). With
+    sequence parallelism one more all-reduce, once a step and not counted here, sums the
+    partial gradients of the norms and biases.
 
     Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
@@ -419,6 +422,9 @@ class TPBlockCheck:
     activation_bytes: int
     single_activation_bytes: int
     activation_bytes_formula: float
+    wire_sent: tuple[int, int]
+    ring_nccl: tuple[float, float]
+    ring_gloo: tuple[float, float]
 
 
 def _gap(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -490,7 +496,8 @@ def tp_block_check(dtype: str = "float64", seed: int = 0, batch: int = 2,
         element * block_parameters(config.n_embd, degree), split.saved_bytes,
         single.saved_bytes,
         activation_bytes_tp(seq_len, batch, config.n_embd, config.n_head, degree,
-                            element, sequence_parallel))
+                            element, sequence_parallel),
+        split.wire_sent, split.ring_nccl, split.ring_gloo)
 
 
 def check_flags(args: argparse.Namespace, world_size: int) -> None:

@@ -19,9 +19,13 @@ all-reduce by its two halves and keeps the layer norms, the residual additions a
 dropouts on a shard of the sequence: before the column-parallel layer the shards are
 all-gathered along the sequence (the paper's ``g``; its backward is a reduce-scatter),
 after the row-parallel layer the partial sums are reduce-scattered along the sequence
-(the paper's ``g-bar``; its backward is an all-gather). The bytes on the wire are the
-same (an all-reduce is a reduce-scatter plus an all-gather); what it saves is activation
-memory, measured in :mod:`course_lib.parallel.tensor_parallel`. The paper's ``g`` comes
+(the paper's ``g-bar``; its backward is an all-gather). In the forward pass a ring
+sends the same bytes as tensor parallelism's (an all-reduce is a reduce-scatter plus an
+all-gather, as NCCL runs them); the backward pass sends more, since the column-parallel
+layer gathers its input again; and gloo's reduce-scatter is a whole all-reduce, so on CPU
+processes both passes send more (:func:`block_pass` measures it). What sequence
+parallelism saves is activation memory, measured in
+:mod:`course_lib.parallel.tensor_parallel`. The paper's ``g`` comes
 fused with the column-parallel layer that follows it, :class:`GatheredLinear`: that
 layer keeps only its shard of the input for backward and all-gathers it again there, as
 Megatron-LM does; otherwise the gathered input would be kept whole and nothing saved.
@@ -50,6 +54,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_lib.numbers.memory_meter import SavedTensorMeter
+from course_lib.parallel import wire
 from course_lib.parallel.collectives import Collectives
 
 __all__ = ["TORCH_KINDS", "BlockPass", "GatheredLinear", "ReduceScatterSequence",
@@ -231,8 +236,11 @@ def collective_counts(names: Iterable[str]) -> dict[str, int]:
 class BlockPass:
     """One forward and backward of a block, what it gave and what it communicated.
 
-    Its output, its input's gradient, the bytes kept for backward (0 when not measured)
-    and the collectives of each pass, by kind.
+    Its output, its input's gradient, the bytes kept for backward (0 when not measured),
+    the collectives of each pass, by kind, and, per pass (forward, backward), the bytes
+    this rank sent over TCP (:func:`course_lib.parallel.wire.wire_snapshot`; zeros when
+    not measured, or not on Linux) and what a ring sends by the formula, NCCL's way and
+    gloo's (:func:`course_lib.parallel.wire.ring_sent`).
 
     Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
@@ -242,6 +250,9 @@ class BlockPass:
     saved_bytes: int
     forward: dict[str, int]
     backward: dict[str, int]
+    wire_sent: tuple[int, int] = (0, 0)
+    ring_nccl: tuple[float, float] = (0.0, 0.0)
+    ring_gloo: tuple[float, float] = (0.0, 0.0)
 
 
 def block_pass(block: nn.Module, x: torch.Tensor, weights: torch.Tensor,
@@ -259,13 +270,16 @@ def block_pass(block: nn.Module, x: torch.Tensor, weights: torch.Tensor,
 
     x = x.detach().clone().requires_grad_()
     meter = SavedTensorMeter(exclude=block.parameters()) if measure else None
+    snapshots = [wire.wire_snapshot()] if measure else []
     with Collectives() as calls, CommDebugMode() as mode:
         with meter or contextlib.nullcontext():
             y = block(x)
         calls.mark()
+        snapshots += [wire.wire_snapshot()] if measure else []
         after_forward = dict(mode.get_comm_counts())
         (y * weights).sum().backward()
         calls.mark()
+        snapshots += [wire.wire_snapshot()] if measure else []
         after_backward = dict(mode.get_comm_counts())
     if calls.records:
         counts = [collective_counts(r.kind for r in step) for step in calls.per_step()]
@@ -273,4 +287,9 @@ def block_pass(block: nn.Module, x: torch.Tensor, weights: torch.Tensor,
         backward = {k: n - after_forward.get(k, 0) for k, n in after_backward.items()}
         counts = [collective_counts(k for k, n in step.items() for _ in range(n))
                   for step in (after_forward, backward)]
-    return BlockPass(y.detach(), x.grad, meter.total if meter else 0, *counts)
+    sent = tuple((b - a).sent for a, b in zip(snapshots, snapshots[1:])) or (0, 0)
+    rings = [tuple(sum(wire.ring_sent(r.kind, r.n_bytes, r.group_size, backend)
+                       for r in step) for step in calls.per_step())
+             for backend in ("nccl", "gloo")]
+    return BlockPass(y.detach(), x.grad, meter.total if meter else 0, *counts, sent,
+                     *rings)

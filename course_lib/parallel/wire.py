@@ -45,12 +45,17 @@ class WireBytes:
     """Bytes this process sent (and the peers acknowledged) and received over TCP in a span.
 
     TCP's payload: what gloo writes, its own message headers included, without TCP/IP headers.
+    ``closed`` counts the sockets of the earlier snapshot that were gone by the later one:
+    what they carried after the earlier snapshot is not counted, so a span with ``closed > 0``
+    may count too little (the course's launcher keeps every rank's sockets open until all
+    ranks have returned, so that no peer closes a connection before the last snapshot).
 
     Chapter 9, *Sharding with ZeRO and FSDP*.
     """
 
     sent: int
     received: int
+    closed: int = 0
 
 
 @dataclass(frozen=True)
@@ -69,7 +74,7 @@ class WireSnapshot:
         for inode, (acked, got) in self.sockets.items():
             before = earlier.sockets.get(inode, (0, 0))
             sent, received = sent + acked - before[0], received + got - before[1]
-        return WireBytes(sent, received)
+        return WireBytes(sent, received, len(earlier.sockets.keys() - self.sockets.keys()))
 
 
 def _tcp_sockets() -> dict[int, int]:

@@ -102,7 +102,8 @@ PRESETS: dict[str, Preset] = {
 #: the same).
 GPUS: dict[str, roofline.Accelerator] = {
     "a100-40": dataclasses.replace(roofline.DATASHEETS["A100 SXM 80GB"],
-                                   name="A100 SXM 40GB", memory=40e9, bandwidth=1555e9),
+                                   name="A100 SXM 40GB", memory=40 * memory.GIB,
+                                   bandwidth=1555e9),
     "a100-80": roofline.DATASHEETS["A100 SXM 80GB"],
     "h100": roofline.DATASHEETS["H100 SXM"],
     "l40s": roofline.DATASHEETS["L40S"],

@@ -121,12 +121,12 @@ FIGURES: tuple[Figure, ...] = (
     Figure("zhao2023fsdp", "T5-11.3B with FSDP full sharding on 8 A100 80GB: trains",
            True, "fits", dict(_T5, zero=3), _fits, 0, _CH9),
     Figure("narayanan2021megatron", "GPT of 1T on 3,072 A100 80GB, TP 8 x PP 64, full "
-           "recomputation: trained", True, "fits", _MEGATRON_1T, _fits, 0, _ABSTRACT),
+           "recomputation: training iterations benchmarked (not trained)", True, "fits", _MEGATRON_1T, _fits, 0, _ABSTRACT),
     Figure("narayanan2021megatron", "GPT-3 175B, 300B tokens, 1,024 A100s at 140 "
            "TFLOP/s each (recomputation counted): 34 days", 34.0, "days",
            dict(_GPT3, mfu=140 / 312), _compute_days, 0.5, _QUOTED),
     Figure("narayanan2021megatron", "GPT of 1T, 450B tokens, 3,072 A100s at 163 "
-           "TFLOP/s each: 84 days", 84.0, "days", dict(_MEGATRON_1T, mfu=163 / 312),
+           "TFLOP/s each: 84 days (estimated)", 84.0, "days", dict(_MEGATRON_1T, mfu=163 / 312),
            _compute_days, 1.0, _RECALLED),
     Figure("brown2020gpt3", "GPT-3 175B's training compute (Table D.1)", 3.14e23,
            "FLOPs", dict(model="gpt3-175b"), lambda r: r.flops, 0.02e23, _GPT3_D1),
@@ -144,13 +144,15 @@ FIGURES: tuple[Figure, ...] = (
            _TABLE4),
     Figure("dubey2024llama3", "16,384 H100s (DP 128) at 400 TFLOP/s: BF16 MFU 41 %",
            0.41, "MFU", dict(_LLAMA3, nodes=2048), _mfu_at(400), 0.01, _TABLE4),
-    Figure("dubey2024llama3", "16,384 H100s (CP 16, DP 8, 128K context) at 380 "
-           "TFLOP/s: BF16 MFU 38 %", 0.38, "MFU", dict(_LLAMA3, nodes=2048),
+    Figure("dubey2024llama3", "16,384 H100s (TP 8, CP 16, PP 16, DP 8, 131,072-token "
+           "sequences) at 380 TFLOP/s: BF16 MFU 38 %", 0.38, "MFU", dict(_LLAMA3, nodes=2048),
            _mfu_at(380), 0.01, _TABLE4),
     Figure("dubey2024llama3", "8,192 H100s, TP 8 x PP 16 x DP 64, 8K sequences: "
-           "trained (with checkpointing)", True, "fits", dict(_LLAMA3, nodes=1024),
+           "trained (the planner with ZeRO 1 and checkpointing; the paper used FSDP and "
+           "no checkpointing)", True, "fits", dict(_LLAMA3, nodes=1024),
            _fits, 0, _TABLE4),
-    Figure("dubey2024llama3", "16,384 H100s, TP 8 x PP 16 x DP 128: trained", True,
+    Figure("dubey2024llama3", "16,384 H100s, TP 8 x PP 16 x DP 128: trained (as "
+           "above)", True,
            "fits", dict(_LLAMA3, nodes=2048), _fits, 0, _TABLE4),
     Figure("dubey2024llama3", "16,384 H100s: BF16 MFU 41 % (the planner's MFU while "
            "computing set to reproduce 43 % on 8,192)", 0.41, "MFU",
