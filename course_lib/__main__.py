@@ -144,9 +144,17 @@ def _name(options, what: str):
     return parse
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser that takes no abbreviated option: ``--gpus`` is not ``--gpus-per-node``."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with its commands: check, memory, prepare, train-course-model, grade, learner-copies."""
-    parser = argparse.ArgumentParser(prog="python -m course_lib", description=__doc__)
+    parser = _Parser(prog="python -m course_lib", description=__doc__)
     sub = parser.add_subparsers(
         dest="command", required=True,
         metavar="{check,memory,plan,prepare,train-course-model,grade,learner-copies}")

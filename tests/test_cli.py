@@ -140,7 +140,8 @@ def test_grade_and_learner_copies_are_commands(tmp_path, capsys):
     # The instructors' two commands reach course_lib.exercises.grading through the course's CLI.
     assert main(["grade", str(tmp_path / "missing.ipynb")]) == 2
     assert "no notebook" in capsys.readouterr().err
-    assert main(["learner-copies", str(tmp_path / "copies"), "--source", str(tmp_path)]) == 0
+    assert main(["learner-copies", str(tmp_path / "copies"), "--source", str(tmp_path)]) == 2
+    assert "holds no notebooks" in capsys.readouterr().err  # an empty folder says so
     out = subprocess.run([sys.executable, "-m", "course_lib", "--help"], capture_output=True,
                          text=True, timeout=60).stdout
     assert "grade" in out and "learner-copies" in out

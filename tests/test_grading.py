@@ -138,3 +138,87 @@ def test_a_named_misconception_reaches_the_table():
     nb = new_notebook(cells=[exercise("def ring(): ...", outputs=[new_output("display_data", data=data)])])
     (row,) = grading.read_results(nb)
     assert row.feedback == "Not quite: ring is wrong on the case 'random'. [misconception: sum vs mean]"
+
+
+# --- nothing lost, nothing hung (issue 40) ----------------------------------------------------------
+
+def test_grading_runs_the_notebook_away_from_the_files_beside_it(tmp_path):
+    """A learner's cell that deletes files by relative path deletes nothing real."""
+    lab = tmp_path / "course" / "lab"
+    (tmp_path / "course" / "other").mkdir(parents=True)
+    lab.mkdir()
+    (lab / "keep.txt").write_text("keep")
+    (tmp_path / "course" / "other" / "answers.csv").write_text("a,b")
+    nb = half_solved()
+    nb.cells.insert(1, new_code_cell(
+        "import os, pathlib\n"
+        "for name in ('keep.txt', '../other/answers.csv'):\n"
+        "    if pathlib.Path(name).exists():\n"
+        "        os.remove(name)\n"
+        "print(sorted(os.listdir('.')))"))
+    nbformat.write(nb, lab / "lab.ipynb")
+    rows = grading.grade_notebook(lab / "lab.ipynb", timeout_s=60)
+    assert [r.exercise for r in rows] == ["list_sum", "double"]
+    assert (lab / "keep.txt").read_text() == "keep"
+    assert (tmp_path / "course" / "other" / "answers.csv").read_text() == "a,b"
+
+
+@pytest.mark.parametrize("timeout", ["0", "-1", "nan", "inf"])
+def test_a_timeout_that_is_not_a_positive_number_of_seconds_is_refused(notebook, capsys, timeout):
+    assert grading.main(["grade", str(notebook), "--timeout", timeout]) == 2
+    err = capsys.readouterr().err
+    assert "--timeout" in err and "finite number > 0" in err and "Traceback" not in err
+
+
+def test_a_cell_stopped_by_the_timeout_says_so(tmp_path):
+    nb = new_notebook(cells=[new_code_cell(SETUP),
+                             exercise("def my_sum(xs):\n    while True:\n        pass"),
+                             new_code_cell("total(my_sum)")])
+    nbformat.write(nb, tmp_path / "loop.ipynb")
+    (row,) = grading.grade_notebook(tmp_path / "loop.ipynb", timeout_s=3)
+    assert row.result == "not yet" and row.feedback.startswith("stopped after 3 s")
+
+
+def test_a_notebook_without_exercises_is_not_graded_silently(tmp_path, capsys):
+    nbformat.write(new_notebook(cells=[new_code_cell("1 + 1")]), tmp_path / "other.ipynb")
+    assert grading.main(["grade", str(tmp_path / "other.ipynb")]) == 2
+    assert "has no exercises" in capsys.readouterr().err
+
+
+def test_learner_copies_never_overwrite_a_learners_work(tmp_path, capsys):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    nbformat.write(half_solved(), src / "lab.ipynb")
+    assert grading.main(["learner-copies", str(dst), "--source", str(src)]) == 0
+    assert grading.main(["learner-copies", str(dst), "--source", str(src)]) == 0  # untouched
+    worked = nbformat.read(dst / "lab.ipynb", as_version=4)
+    worked.cells[4].source = "def my_double(x):\n    return x + x"  # the learner's answer
+    nbformat.write(worked, dst / "lab.ipynb")
+    before = (dst / "lab.ipynb").read_bytes()
+    capsys.readouterr()
+    assert grading.main(["learner-copies", str(dst), "--source", str(src)]) == 2
+    err = capsys.readouterr().err
+    assert "lab.ipynb" in err and "--force" in err and "Nothing was written" in err
+    assert (dst / "lab.ipynb").read_bytes() == before
+    assert grading.main(["learner-copies", str(dst), "--source", str(src), "--force"]) == 0
+    assert (dst / "lab.ipynb").read_bytes() != before
+
+
+@pytest.mark.parametrize("case", ["no notebooks", "dest holds the source"])
+def test_learner_copies_that_would_write_nothing_say_why(tmp_path, capsys, case):
+    src = tmp_path / "src"
+    src.mkdir()
+    if case == "no notebooks":
+        (src / "notes.txt").write_text("x")
+        dest, message = tmp_path / "dst", "holds no notebooks"
+    else:
+        nbformat.write(half_solved(), src / "lab.ipynb")
+        dest, message = tmp_path, "holds the source folder"
+    assert grading.main(["learner-copies", str(dest), "--source", str(src)]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_the_commands_take_no_abbreviated_options(notebook, capsys):
+    with pytest.raises(SystemExit):
+        grading.main(["grade", str(notebook), "--time", "5"])
+    assert "unrecognized arguments: --time" in capsys.readouterr().err

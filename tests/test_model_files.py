@@ -255,3 +255,41 @@ def test_a_damaged_model_among_user_files_is_not_rebuilt_over_them(trainings, tm
     assert (target / "notes.txt").read_text() == "mine"
     assert train_course_model(capsys, "--output", str(tmp_path / "NEW_DIR"))[0] == 0
     assert course_model.course_model(tmp_path / "NEW_DIR") is not None
+
+
+# --- a course model is recognised by the course's own record (issue 40) ---------------------------
+
+@pytest.mark.parametrize("overwrite", [[], ["--overwrite"]])
+def test_a_users_readme_and_training_json_are_never_taken_for_a_course_model(
+        trainings, tmp_path, capsys, overwrite):
+    user = tmp_path / "mine"
+    user.mkdir()
+    (user / "config.json").write_text("{}")
+    (user / "training.json").write_text('{"epochs": 3}')  # the user's, not the course's
+    (user / "README.md").write_text("my notes")
+    before = snapshot(user)
+    code, err = train_course_model(capsys, "--output", str(user), *overwrite)
+    assert code == 2 and snapshot(user) == before and not trainings
+    assert "not part of a model (README.md, training.json)" in err
+
+
+def test_a_folder_holding_only_a_users_readme_is_refused_even_with_overwrite(
+        trainings, tmp_path, capsys):
+    user = tmp_path / "readme-only"
+    user.mkdir()
+    (user / "README.md").write_text("my notes")
+    code, err = train_course_model(capsys, "--output", str(user), "--overwrite")
+    assert code == 2 and (user / "README.md").read_text() == "my notes" and not trainings
+    assert "not part of a model (README.md)" in err
+
+
+def test_the_course_marks_its_models_and_still_knows_its_older_ones(trainings, tmp_path, capsys):
+    folder = tmp_path / "model"
+    assert train_course_model(capsys, "--output", str(folder))[0] == 0
+    record = models.course_record(folder)
+    assert record and record["written_by"] == models.WRITTEN_BY
+    del record["written_by"]  # as written before the mark: the weights' hash and the files
+    (folder / "training.json").write_text(__import__("json").dumps(record))
+    assert models.course_record(folder) is not None
+    assert train_course_model(capsys, "--output", str(folder))[0] == 0  # replaced, no --overwrite
+    assert models.course_record(folder)["written_by"] == models.WRITTEN_BY

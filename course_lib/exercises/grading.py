@@ -9,8 +9,13 @@ notebooks without their solution cells and with the exercise cells' outputs clea
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
+import math
 import re
+import shutil
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -99,8 +104,12 @@ def read_results(nb: nbformat.NotebookNode) -> list[GradeRow]:
 def grade_notebook(path: str | Path, timeout_s: float = 120.0) -> list[GradeRow]:
     """Run a learner's notebook headless, without its solution cells, and return one row per exercise.
 
-    The notebook runs in a fresh ``python3`` kernel with its own folder as working directory; the
-    file itself is never written. ``timeout_s`` bounds each cell.
+    The notebook runs in a fresh ``python3`` kernel whose working directory is a new temporary
+    folder holding only a copy of the notebook, removed afterwards: a learner's cell that
+    writes or deletes files by relative path touches that folder, never the files beside the
+    notebook. (It is no sandbox: code that names an absolute path still reaches it.) The
+    learner's file itself is never written. ``timeout_s`` bounds each cell; a cell stopped
+    there says "stopped after N s" in the table.
 
     Used by the library's other modules.
     """
@@ -111,15 +120,35 @@ def grade_notebook(path: str | Path, timeout_s: float = 120.0) -> list[GradeRow]
         raise ImportError("grading runs notebooks with nbclient and ipykernel: pip install "
                           "nbclient ipykernel, then grade again") from err
 
+    timeout_s = _check_timeout(timeout_s)
     path = Path(path)
     nb = without_solutions(nbformat.read(path, as_version=4))
-    client = NotebookClient(nb, timeout=timeout_s, kernel_name="python3", allow_errors=True,
-                            interrupt_on_timeout=True, resources={"metadata": {"path": str(path.parent.resolve())}})
-    try:
-        client.execute()
-    except DeadKernelError as err:  # grade what ran; the rest shows as "did not run"
-        print(f"{path.name}: the kernel died: {err}", file=sys.stderr)
-    return read_results(nb)
+    with tempfile.TemporaryDirectory(prefix="course-grade-") as folder:
+        shutil.copy2(path, Path(folder) / path.name)
+        client = NotebookClient(nb, timeout=timeout_s, kernel_name="python3", allow_errors=True,
+                                interrupt_on_timeout=True, resources={"metadata": {"path": folder}})
+        try:
+            client.execute()
+        except DeadKernelError as err:  # grade what ran; the rest shows as "did not run"
+            print(f"{path.name}: the kernel died: {err}", file=sys.stderr)
+    return [_timed_out(row, timeout_s) for row in read_results(nb)]
+
+
+def _check_timeout(timeout_s: object) -> float:
+    """A cell's time limit: a finite number of seconds > 0, else one message."""
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) \
+            or not math.isfinite(timeout_s) or timeout_s <= 0:
+        raise ValueError(f"the timeout is seconds per cell, a finite number > 0 (e.g. 120), "
+                         f"got {timeout_s!r}")
+    return float(timeout_s)
+
+
+def _timed_out(row: GradeRow, timeout_s: float) -> GradeRow:
+    """A row whose cell the time limit interrupted says so, not "KeyboardInterrupt"."""
+    if "raised KeyboardInterrupt" in row.feedback:
+        return GradeRow(row.exercise, row.result, f"stopped after {timeout_s:g} s (the time "
+                        "limit per cell, --timeout): does it loop forever?")
+    return row
 
 
 def grade_table(rows: Sequence[GradeRow]) -> str:
@@ -133,8 +162,31 @@ def grade_table(rows: Sequence[GradeRow]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in lines)
 
 
-def learner_copy(src: str | Path, dst: str | Path) -> Path:
+#: The notebook metadata key of a learner copy: the SHA-256 of its cells as written.
+COPY_KEY = "course_learner_copy"
+
+
+def _cells_hash(nb: nbformat.NotebookNode) -> str:
+    cells = [{k: c.get(k) for k in ("cell_type", "source", "outputs")} for c in nb.cells]
+    return hashlib.sha256(json.dumps(cells, sort_keys=True).encode()).hexdigest()
+
+
+def _is_untouched_copy(path: Path) -> bool:
+    """Whether ``path`` is a learner copy exactly as :func:`learner_copy` wrote it."""
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except Exception:  # noqa: BLE001 - not a notebook we wrote: never overwritten
+        return False
+    mark = nb.metadata.get(COPY_KEY, {})
+    return isinstance(mark, dict) and mark.get("sha256") == _cells_hash(nb)
+
+
+def learner_copy(src: str | Path, dst: str | Path, force: bool = False) -> Path:
     """Write ``src`` to ``dst`` without its solution cells and with its exercise cells' outputs cleared.
+
+    A notebook already at ``dst`` is replaced only if it is a learner copy no one has changed
+    since it was written (its cells' hash is in its metadata); a learner's worked copy, or
+    any other notebook, raises :class:`FileExistsError` unless ``force``.
 
     Used by the library's other modules.
     """
@@ -142,24 +194,45 @@ def learner_copy(src: str | Path, dst: str | Path) -> Path:
     for cell in nb.cells:
         if "exercise" in _tags(cell) and cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
+    nb.metadata[COPY_KEY] = {"sha256": _cells_hash(nb)}
     dst = Path(dst)
+    if dst.exists() and not force and not _is_untouched_copy(dst):
+        raise FileExistsError(f"{dst} differs from the learner copy written there (a learner's "
+                              "work?); it was left as it is")
     dst.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, dst)
     return dst
 
 
-def learner_copies(src_dir: str | Path, dst_dir: str | Path) -> list[Path]:
+def learner_copies(src_dir: str | Path, dst_dir: str | Path, force: bool = False) -> list[Path]:
     """Write a learner copy of every notebook under ``src_dir`` to the same relative path under ``dst_dir``.
+
+    Nothing is written unless every copy can be: a notebook in ``dst_dir`` that a learner
+    changed (or that no learner copy wrote) is named in one :class:`FileExistsError`, unless
+    ``force``. A source folder without notebooks, or a ``dst_dir`` that holds ``src_dir``,
+    is a :class:`ValueError`.
 
     Used by the library's other modules.
     """
     src_dir, dst_dir = Path(src_dir).resolve(), Path(dst_dir).resolve()
-    if dst_dir == src_dir:
-        raise ValueError(f"the learner copies would overwrite the notebooks in {src_dir}; choose another folder")
+    if src_dir.is_relative_to(dst_dir):
+        raise ValueError(f"{dst_dir} {'is' if src_dir == dst_dir else 'holds'} the source "
+                         f"folder {src_dir}: the learner copies would overwrite or mix with "
+                         "the notebooks with solutions. Choose a folder outside it")
     sources = [p for p in sorted(src_dir.rglob("*.ipynb"))
                if not {".ipynb_checkpoints", "_build"} & set(p.relative_to(src_dir).parts)
                and not p.is_relative_to(dst_dir)]
-    return [learner_copy(p, dst_dir / p.relative_to(src_dir)) for p in sources]
+    if not sources:
+        raise ValueError(f"{src_dir} holds no notebooks (*.ipynb): give the course's notebooks "
+                         "folder with --source")
+    changed = [dst_dir / p.relative_to(src_dir) for p in sources]
+    changed = [d for d in changed if d.exists() and not _is_untouched_copy(d)]
+    if changed and not force:
+        names = ", ".join(str(d.relative_to(dst_dir)) for d in changed)
+        raise FileExistsError(f"{len(changed)} notebook(s) in {dst_dir} differ from the learner "
+                              f"copies written there, a learner's work perhaps: {names}. Nothing "
+                              "was written; move them away, or add --force to overwrite them")
+    return [learner_copy(p, dst_dir / p.relative_to(src_dir), force=True) for p in sources]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -167,14 +240,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     Used by the library's other modules.
     """
-    parser = argparse.ArgumentParser(prog=PROG, description="Grade learners' notebooks; write learner copies.")
+    parser = argparse.ArgumentParser(prog=PROG, description="Grade learners' notebooks; write learner copies.",
+                                     allow_abbrev=False)
     sub = parser.add_subparsers(dest="command", required=True)
-    grade = sub.add_parser("grade", help="run learners' notebooks headless and print a table of their exercises")
+    grade = sub.add_parser("grade", help="run learners' notebooks headless and print a table of their exercises",
+                           allow_abbrev=False)
     grade.add_argument("notebooks", nargs="+", metavar="NOTEBOOK", help="the learners' .ipynb files")
     grade.add_argument("--timeout", type=float, default=120.0, help="seconds per cell (default 120)")
-    copies = sub.add_parser("learner-copies", help="write the notebooks without their solutions")
+    copies = sub.add_parser("learner-copies", help="write the notebooks without their solutions",
+                            allow_abbrev=False)
     copies.add_argument("dest", metavar="DEST", help="the folder to write the learner copies into")
     copies.add_argument("--source", default="notebooks", help="the folder of notebooks (default: notebooks)")
+    copies.add_argument("--force", action="store_true",
+                        help="overwrite notebooks in DEST that a learner changed")
     return parser
 
 
@@ -189,12 +267,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{PROG} learner-copies: error: no folder {args.source}", file=sys.stderr)
             return 2
         try:
-            written = learner_copies(args.source, args.dest)
+            written = learner_copies(args.source, args.dest, force=args.force)
+        except (ValueError, FileExistsError) as err:
+            print(f"{PROG} learner-copies: error: {err}.", file=sys.stderr)
+            return 2
         except Exception as err:  # a folder we may not write, or a file that is not a notebook
             print(f"{PROG} learner-copies: error: {type(err).__name__}: {err}", file=sys.stderr)
             return 2
         print(f"wrote {len(written)} learner copies into {args.dest}")
         return 0
+    try:
+        _check_timeout(args.timeout)
+    except ValueError as err:
+        print(f"{PROG} grade: error: --timeout: {err}.", file=sys.stderr)
+        return 2
     for name in args.notebooks:
         try:
             nbformat.read(name, as_version=4)
@@ -204,11 +290,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         except Exception as err:  # not JSON, or not a notebook
             print(f"{PROG} grade: error: {name} is not a readable notebook ({type(err).__name__})", file=sys.stderr)
             return 2
+    status = 0
     for name in args.notebooks:
         try:
             rows = grade_notebook(name, args.timeout)
         except ImportError as err:
             print(f"{PROG} grade: error: {err}", file=sys.stderr)
             return 2
+        if not rows:
+            print(f"{PROG} grade: error: {name} has no exercises (no cell tagged 'exercise'): "
+                  "is it a notebook of this course?", file=sys.stderr)
+            status = 2
+            continue
         print(f"{name}\n{grade_table(rows)}\n")
-    return 0
+    return status

@@ -125,8 +125,15 @@ class RankArgumentParser(argparse.ArgumentParser):
     names the flag as typed, and every rank exits with status 2 (before joining a process group);
     the others first wait up to :data:`RANK_ZERO_WAIT` seconds, until torchrun stops them.
 
+    Options are never abbreviated (``--micro`` is not taken for ``--micro-batches``): a
+    prefix of one option could silently set another.
+
     Chapter 8, *Data parallelism with DDP*.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         """Print the usage and ``message`` on rank 0 only; exit with status 2 on every rank."""

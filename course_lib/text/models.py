@@ -45,8 +45,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ARCHITECTURES", "COURSE_MODEL_NAME", "REBUILD_COMMAND", "KINDS", "Architecture",
-    "CheckpointError", "ModelUnavailableError", "blocks", "build_model", "check_checkpoint",
-    "check_kind", "check_output_dir", "count_parameters", "course_model_dir", "load_model",
+    "CheckpointError", "ModelUnavailableError", "WRITTEN_BY", "blocks", "build_model",
+    "check_checkpoint", "check_kind", "check_output_dir", "count_parameters", "course_model_dir",
+    "course_record", "load_model",
     "model_class", "read_training", "rebuild_hint", "save_model", "sha256_file", "tiny_config",
 ]
 
@@ -70,9 +71,7 @@ class ModelUnavailableError(data.HubUnavailableError, ValueError):
     """
 
 
-# ---------------------------------------------------------------------------------------------
-# The three architectures
-# ---------------------------------------------------------------------------------------------
+# --- The three architectures ------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Architecture:
@@ -130,9 +129,7 @@ def check_kind(kind: str) -> str:
     return key
 
 
-# ---------------------------------------------------------------------------------------------
-# Configs and models
-# ---------------------------------------------------------------------------------------------
+# --- Configs and models ----------------------------------------------------------------------
 
 def tiny_config(
     kind: str,
@@ -282,9 +279,7 @@ def count_parameters(model: torch.nn.Module, *, embeddings: bool = True) -> int:
     return sum(p.numel() for p in distinct.values())
 
 
-# ---------------------------------------------------------------------------------------------
-# Saving and loading: local checkpoints and hub ids
-# ---------------------------------------------------------------------------------------------
+# --- Saving and loading: local checkpoints and hub ids ---------------------------------------
 
 @contextlib.contextmanager
 def quiet_transformers() -> Iterator[None]:
@@ -319,34 +314,52 @@ def sha256_file(path: Path) -> str:
 
 #: Files a checkpoint written by :func:`save_model` may hold (``save_pretrained``, record, card).
 CHECKPOINT_FILES = frozenset({
-    "config.json", "generation_config.json", WEIGHTS_FILE, "model.safetensors.index.json", "README.md",
+    "config.json", "generation_config.json", WEIGHTS_FILE, "model.safetensors.index.json",
     "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
-    "vocab.json", "merges.txt", "chat_template.jinja", "chat_template.json", TRAINING_FILE})
+    "vocab.json", "merges.txt", "chat_template.jinja", "chat_template.json"})
 _SHARD = re.compile(r"^model-\d{5}-of-\d{5}\.safetensors$")
+#: What :func:`save_model` writes into every ``training.json``: the mark of a course model.
+WRITTEN_BY = "course_lib.text.models.save_model"
+
+
+def course_record(directory: Path) -> dict[str, Any] | None:
+    """The ``training.json`` that :func:`save_model` wrote in ``directory``, else None: one that
+    names :data:`WRITTEN_BY` (or, written before that mark, the weights' SHA-256 and the files).
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    try:
+        record = json.loads((directory / TRAINING_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    ours = isinstance(record, dict) and isinstance(record.get("files"), list) and (
+        record.get("written_by") == WRITTEN_BY or isinstance(record.get("weights_sha256"), str))
+    return record if ours else None
 
 
 def _foreign_files(directory: Path) -> list[str]:
-    """Entries of ``directory`` that no checkpoint written by :func:`save_model` holds."""
-    try:
-        recorded = set(json.loads((directory / TRAINING_FILE).read_text(encoding="utf-8"))["files"])
-    except (OSError, ValueError, TypeError, KeyError):
-        recorded = set()
+    """Entries of ``directory`` that :func:`save_model` did not write (a card or a
+    ``training.json`` are the course's only if its record lists them)."""
+    record = course_record(directory)
+    recorded = set(record["files"]) if record else set()
     return sorted(p.name for p in directory.iterdir() if p.is_symlink() or not p.is_file()
                   or not (p.name in CHECKPOINT_FILES or p.name in recorded or _SHARD.match(p.name)))
 
 
 def _what_is_at(target: Path) -> str:
-    """What is at ``target``: nothing, empty, course model (maybe damaged; so is a file in its place
-    in the cache), checkpoint (model files, no training.json), file or foreign (other files)."""
+    """Nothing, empty, course model (maybe damaged; anything at its place in the cache),
+    checkpoint (model files, no course record), file or foreign (other files) at ``target``."""
     if not target.exists():
         return "nothing"
+    cached = target == course_model_dir().expanduser().resolve()  # the course's own place
     if not target.is_dir():
-        return "course model" if target == course_model_dir().expanduser().resolve() else "file"
-    if _foreign_files(target):
+        return "course model" if cached else "file"
+    foreign = set(_foreign_files(target))
+    if foreign and not (cached and foreign <= {TRAINING_FILE, "README.md"}):
         return "foreign"
     if not any(target.iterdir()):
         return "empty"
-    return "course model" if (target / TRAINING_FILE).is_file() else "checkpoint"
+    return "course model" if cached or course_record(target) else "checkpoint"
 
 
 def check_output_dir(directory: str | os.PathLike[str], *, overwrite: bool = False) -> Path:
@@ -398,12 +411,12 @@ def _sibling(target: Path, tag: str) -> Path:
     return next(path for path in names if not path.exists() and not path.is_symlink())
 
 
-def _remove_checkpoint(old: Path) -> None:
-    """Delete a replaced checkpoint: only its model files, then the emptied folder."""
+def _remove_checkpoint(old: Path, ours: frozenset[str] = frozenset()) -> None:
+    """Delete a replaced checkpoint: only its model files (and ``ours``), then the folder."""
     if not old.is_dir():
         old.unlink()
         return
-    foreign = _foreign_files(old)
+    foreign = sorted(set(_foreign_files(old)) - ours)
     for path in old.iterdir():
         if path.name not in foreign:
             path.unlink()
@@ -447,7 +460,7 @@ def save_model(
             raise RuntimeError(f"save_pretrained wrote no {WEIGHTS_FILE}: pip install safetensors")
         if card is not None:
             (tmp / "README.md").write_text(card, encoding="utf-8")
-        record = dict(info or {})
+        record = {**(info or {}), "written_by": WRITTEN_BY}
         record["weights_sha256"] = sha256_file(weights)
         record["files"] = sorted({p.name for p in tmp.iterdir()} | {TRAINING_FILE})
         (tmp / TRAINING_FILE).write_text(json.dumps(record, indent=1, sort_keys=True), encoding="utf-8")
@@ -463,8 +476,9 @@ def save_model(
             raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    if old is not None:
-        _remove_checkpoint(old)
+    if old is not None:  # the cache's course model: its damaged record and card are its own
+        cached = target == course_model_dir().expanduser().resolve()
+        _remove_checkpoint(old, frozenset({TRAINING_FILE, "README.md"}) if cached else frozenset())
     return Path(directory)
 
 
