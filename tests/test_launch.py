@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import os
 import queue
@@ -194,6 +195,14 @@ def printed_pids(text: str) -> list[int]:
     return [int(pid) for pid in re.findall(r"rank \d+ of \d+: process (\d+)", text)]
 
 
+def _zombie(pid: int) -> bool:
+    """Ended, but not yet reaped by its parent (an orphan's new parent may never reap it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def assert_all_gone(pids: list[int], wait: float = 5.0) -> None:
     deadline = time.monotonic() + wait
     for pid in pids:
@@ -201,6 +210,8 @@ def assert_all_gone(pids: list[int], wait: float = 5.0) -> None:
             try:
                 os.kill(pid, 0)
             except ProcessLookupError:
+                break
+            if _zombie(pid):
                 break
             if time.monotonic() > deadline:
                 pytest.fail(f"worker process {pid} is still alive after the launcher returned")
@@ -306,6 +317,11 @@ def sleep_with_a_child():
     child = subprocess.Popen(["sleep", "120"])
     print(f"ready {os.getpid()} {child.pid}", flush=True)
     time.sleep(120)
+
+
+def leave_a_child_running():
+    child = subprocess.Popen(["sleep", "300"])
+    return child.pid
 
 
 def return_a_lambda():
@@ -526,3 +542,44 @@ def test_a_killed_launcher_leaves_no_rank_no_child_and_no_folder(rank_functions,
                 p.kill()
             except psutil.NoSuchProcess:
                 pass
+
+
+@pytest.mark.slow
+def test_a_child_a_rank_left_running_ends_with_the_rank(rank_functions):
+    pids = launch.launch("rank_functions:leave_a_child_running", 2, timeout=60, echo=False)
+    assert_all_gone(pids)
+
+
+TORCHRUN_RANK = """import os, time
+from course_lib.parallel import launch
+launch.init_worker()
+print(f"ready {os.getpid()}", flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.slow
+def test_torchrun_killed_with_sigkill_leaves_no_rank_running(tmp_path):
+    script = tmp_path / "rank.py"
+    script.write_text(TORCHRUN_RANK)
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
+    env.pop("COURSE_LIB_LAUNCHER", None)
+    torchrun = subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node=2",
+         f"--master-port={launch.free_port()}", str(script)],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+        start_new_session=True)
+    pids: list[int] = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(pids) < 2 and time.monotonic() < deadline:
+            line = torchrun.stdout.readline()
+            if line.startswith("ready "):
+                pids.append(int(line.split()[1]))
+        assert len(pids) == 2, "torchrun's ranks did not start"
+        torchrun.kill()  # SIGKILL: the agent cannot stop its ranks itself
+        torchrun.wait(timeout=10)
+        assert_all_gone(pids)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(torchrun.pid, signal.SIGKILL)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import ctypes
 import datetime
 import importlib
@@ -60,6 +61,7 @@ __all__ = [
     "resolve_backend",
     "shutdown",
     "stop_processes",
+    "watch_torchrun_agent",
     "whole_number",
 ]
 
@@ -435,6 +437,8 @@ def init_worker(backend: str | None = None, timeout: float = 60.0) -> Worker:
         device = torch.device("cpu")
     if "OMP_NUM_THREADS" in os.environ:
         torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    if "TORCHELASTIC_RUN_ID" in os.environ and "COURSE_LIB_LAUNCHER" not in os.environ:
+        watch_torchrun_agent()  # started by torchrun, not by launch(), which watches its own
     if not dist.is_initialized():
         dist.init_process_group(backend, rank=rank, world_size=world,
                                 timeout=datetime.timedelta(seconds=timeout))
@@ -543,6 +547,71 @@ def _die_with_parent(launcher: int, results: Path) -> None:
     threading.Thread(target=watch, name="watch-launcher", daemon=True).start()
 
 
+def _end_own_group() -> None:
+    """Stop every process this rank started (its process group's other members) as it ends.
+
+    ``launch`` starts each rank as the leader of a process group of its own: a subprocess the
+    rank's function started and left running (``sleep 300``, a server) would otherwise outlive
+    it. They get SIGTERM, then SIGKILL whatever is still there a moment later (Linux: found by
+    their group in ``/proc``).
+    """
+    me = os.getpid()
+    if os.getpgrp() != me:
+        return
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)  # not this rank itself
+    try:
+        os.killpg(me, signal.SIGTERM)
+    except OSError:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    deadline = time.monotonic() + 1.0
+    while (left := _group_members(me)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _group_members(group: int) -> list[int]:
+    """The live processes of process group ``group`` other than this one (Linux's /proc)."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = entry.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        pid = int(entry.parent.name)
+        if int(fields[2]) == group and pid != os.getpid() and fields[0] != "Z":
+            found.append(pid)
+    return found
+
+
+def watch_torchrun_agent() -> None:
+    """Under torchrun, end this rank when torchrun's agent (its parent) dies, SIGKILL included.
+
+    ``launch`` watches its ranks itself; ranks that torchrun started get the same guard from
+    :func:`init_worker`: the kernel's parent-death signal on Linux, and a thread that checks
+    the parent, so that no rank is left running, holding a port and a core, after torchrun
+    was killed.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(WATCH_INTERVAL)
+        os._exit(128 + signal.SIGTERM)
+
+    if parent == 1:  # already orphaned
+        os._exit(128 + signal.SIGTERM)
+    threading.Thread(target=watch, name="watch-torchrun", daemon=True).start()
+
+
 def _wait_for_peers() -> None:
     """Wait until every rank has returned before this one closes its sockets.
 
@@ -585,6 +654,7 @@ def _worker_main(target: str, payload: str, results: str) -> int:
         return 1
     finally:
         shutdown()
+        _end_own_group()
     return 0
 
 
