@@ -76,6 +76,8 @@ def two_ranks(monkeypatch):
                                                     "into equal groups; use one of 1, 2."),
     (["--strategy", "zero3", "--shard-factor", "1"], "--shard-factor only applies to --strategy "
                                                      "hsdp (--strategy zero3 fixes it)"),
+    (["--strategy", "zero3", "--shard-factor", "2"], "--shard-factor only applies to --strategy "
+                                                     "hsdp (--strategy zero3 fixes it)"),
     (["--strategy", "ddp", "--offload"], "--offload and --mixed-precision are FSDP options, not "
                                          "ddp's: use them with --strategy zero2, zero3 or hsdp."),
     (["--strategy", "zero1", "--mixed-precision"], "FSDP options, not zero1's"),
@@ -175,6 +177,8 @@ def test_estimator_reproduces_the_zero_papers_example():
     assert [row[1] for row in table.rows] == [row[2].rstrip("0").rstrip(".") for row in table.rows]
     assert [row[2] for row in table.rows] == ["120.0", "31.4", "16.6", "1.9"]
     assert [row[3] for row in table.rows] == ["-", "-", "17.1", "2.1"]  # 18 bytes: DeepSpeed
+    # before DeepSpeed's 2024 fix, stage 2 was 4 psi + 16 psi / N; stage 3 unchanged
+    assert [row[4] for row in table.rows] == ["-", "-", "31.9", "2.1"]
 
 
 @pytest.mark.parametrize(("stage", "limit"), [(1, 4), (2, 8)])

@@ -393,3 +393,9 @@ def test_fused_attention_saves_no_score_matrix(lean):
 def test_saved_activations_needs_transformer_blocks():
     with pytest.raises(ValueError, match="no transformer blocks"):
         memory_meter.saved_activations(torch.nn.Linear(2, 2), torch.zeros(1, 2, dtype=torch.long))
+
+
+def test_gb_refuses_a_negative_number_of_bytes():
+    assert memory.gb(0) == 0 and memory.gb(2.5e9) == 2.5
+    with pytest.raises(ValueError, match="n_bytes must be a number of bytes >= 0, got -1"):
+        memory.gb(-1)

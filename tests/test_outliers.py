@@ -422,3 +422,9 @@ def test_smoothquant_undoes_a_constant_outlier_exactly_but_not_a_per_token_one(x
 def test_with_token_outliers_bad_input(xw, kwargs, message):
     with pytest.raises(ValueError, match=message):
         O.with_token_outliers(*xw, **kwargs)
+
+
+def test_an_unknown_layer_gets_one_line_naming_real_ones(gpt2, ids):
+    with pytest.raises(ValueError, match=r"no layer 'transformer.h.9.mlp'.*e\.g\. "
+                                         r"'transformer\.h\.0\.attn\.c_attn'"):
+        O.layer_inputs(gpt2, "transformer.h.9.mlp", ids)

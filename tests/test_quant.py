@@ -834,3 +834,9 @@ def test_an_empty_shape_has_bytes_but_no_bits_per_value(shape):
     empty = Q.QTensor(torch.zeros(0, dtype=torch.uint8), torch.zeros(0), None, None, None, shape, Q.get_config(config))
     with pytest.raises(ValueError, match=message):
         _ = empty.bits_per_value
+
+
+@pytest.mark.parametrize("codes", [torch.tensor([0.7, 1.2]), [1, 2, 3]])
+def test_pack_bits_refuses_codes_that_are_not_a_tensor_of_whole_numbers(codes):
+    with pytest.raises(ValueError, match="codes must be a tensor of whole numbers"):
+        Q.pack_bits(codes, 4)

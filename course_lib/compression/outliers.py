@@ -136,7 +136,14 @@ def layer_inputs(model: nn.Module, layer: str, ids: torch.Tensor) -> torch.Tenso
     Chapter 5, *Quantization*.
     """
     ids = token_ids(ids, model)
-    module = model.get_submodule(layer)
+    try:
+        module = model.get_submodule(layer)
+    except AttributeError:
+        layers = [n for n, m in model.named_modules() if not isinstance(m, nn.Embedding)
+                  and getattr(getattr(m, "weight", None), "ndim", 0) == 2][:3]
+        raise ValueError(f"the model has no layer {layer!r}; name one of its matrix layers "
+                         f"(model.named_modules()), e.g. {', '.join(map(repr, layers))}"
+                         ) from None
     seen: list[torch.Tensor] = []
     handle = module.register_forward_hook(lambda m, args, out: seen.append(args[0].detach()))
     try:

@@ -187,6 +187,10 @@ def pack_bits(codes: torch.Tensor, bits: int) -> torch.Tensor:
     Chapter 5, *Quantization*.
     """
     whole(bits, "bits", MIN_BITS - 1, MAX_BITS)
+    if not isinstance(codes, torch.Tensor) or codes.is_floating_point() or codes.is_complex():
+        what = codes.dtype if isinstance(codes, torch.Tensor) else type(codes).__name__
+        raise ValueError(f"codes must be a tensor of whole numbers (integer dtype), got {what}: "
+                         "round to codes first (quant.encode_codes), or pass torch.tensor(codes)")
     flat = codes.reshape(-1).to(torch.int32)
     if flat.numel() and (int(flat.min()) < 0 or int(flat.max()) >= 1 << bits):
         raise ValueError(f"codes must lie in [0, {(1 << bits) - 1}] to fit in {bits} bits")

@@ -173,7 +173,10 @@ def gb(n_bytes: float) -> float:
 
     Chapter 2, *The memory wall*.
     """
-    return _number(n_bytes, "n_bytes") / GB
+    n_bytes = _number(n_bytes, "n_bytes")
+    if n_bytes < 0:
+        raise ValueError(f"n_bytes must be a number of bytes >= 0, got {n_bytes!r}.")
+    return n_bytes / GB
 
 
 def bytes_per_param(dtype: str) -> float:

@@ -141,8 +141,7 @@ def check_flags(args: argparse.Namespace, world_size: int) -> None:
     if strategy == "hsdp" and world_size % factor:
         raise ValueError(f"--shard-factor {factor} does not divide the {world_size} rank(s) into "
                          f"equal groups; use one of {divisors}.")
-    fixed = 1 if strategy in ("ddp", "zero1") else world_size
-    if strategy != "hsdp" and factor not in (None, fixed):
+    if strategy != "hsdp" and factor is not None:  # even the factor it fixes: a mistyped strategy?
         raise ValueError(f"--shard-factor only applies to --strategy hsdp (--strategy {strategy} "
                          "fixes it); use --strategy hsdp, or leave --shard-factor out.")
     if strategy in ("ddp", "zero1") and (args.offload or args.mixed_precision):
