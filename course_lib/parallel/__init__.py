@@ -24,6 +24,9 @@
 * :mod:`~course_lib.parallel.fsdp`: ZeRO stages 1-3 with PyTorch's own tools (DDP,
   ``ZeroRedundancyOptimizer``, FSDP2 ``fully_shard``, hybrid sharding, CPU offload, mixed
   precision), measured per rank; also a script for torchrun.
+* :mod:`~course_lib.parallel.at_scale`: one rank of a real-size run (Llama 2 7B to Llama 3 405B)
+  measured on a fake process group with fake tensors: its bytes by category, its collectives and
+  FLOPs in one training step, next to chapter 2's estimate (chapters 9 and 11).
 * :mod:`~course_lib.hardware.allreduce_bench`: all-reduce time and bandwidth against message
   size between local processes, fitted with the alpha-beta model (chapter 10); also a script.
 

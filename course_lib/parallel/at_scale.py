@@ -1,0 +1,599 @@
+"""What one rank of a large training run holds, measured on fake process groups on this machine.
+
+Chapters 9 and 11 teach it: a real-size model (GPT-2 XL to Llama 3 405B) is built with fake
+tensors (``FakeTensorMode``: shapes, dtypes and strides, no storage), sharded by the same code a
+real run uses (FSDP2's ``fully_shard`` or ``replicate``, ``parallelize_module`` on a 2-D
+``DeviceMesh``) on a *fake* process group, where this one process is rank ``r`` of ``W``; then
+one training step (forward, backward, AdamW's step) runs, and torch's own tools measure it:
+``FSDPMemTracker`` attributes every byte rank ``r`` holds to parameters, gradients, optimizer
+states, activations and temporaries; ``CommDebugMode`` counts the collectives (and a small
+dispatch mode here their bytes); ``FlopCounterMode`` counts the FLOPs. Nothing is allocated:
+Llama 2 7B on 64 ranks takes seconds and a few hundred MB.
+
+:func:`measure_rank` takes a model (a name of :data:`MODELS`, a name of chapter 2's
+:data:`course_lib.numbers.memory.MODEL_PRESETS`, or a :class:`~course_lib.numbers.memory.ModelShape`)
+and a :class:`Layout`; :func:`compare` sets chapter 2's estimator
+(:func:`course_lib.numbers.memory.training_memory`) next to what was measured, category by category.
+
+Two steps run; the second is measured. On fake tensors, DTensor's sharding propagation
+(``torch/distributed/tensor/_sharding_prop.py``) computes each op's output shape on fake tensors
+of the *global* shape in the fake mode already active, and the tracker counts them as allocated;
+the propagation is cached, and the second step reuses it. This is why
+``AdamW(foreach=True)``, whose every op takes all the parameters at once, read about 3 W times
+the shard's bytes in its first step on fake tensors and 3 times on real ones (two states and one
+``sqrt`` buffer). The second step is also the one a long run repeats: the optimizer states exist
+while it runs forward and backward.
+
+These torch APIs are private (``torch._subclasses``, ``torch.testing._internal``,
+``torch.distributed._tools``): :data:`PRIVATE_APIS` lists them, and a torch without one raises a
+RuntimeError that names it. Written against torch 2.13.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import importlib
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.utils import flop_counter
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+from course_lib.numbers import memory
+from course_lib.parallel import launch, tensor_parallel
+
+__all__ = ["CATEGORIES", "MODELS", "PRIVATE_APIS", "STRATEGIES", "Comparison", "Layout",
+           "RankMemory", "build_model", "check_request", "compare", "comparison_rows",
+           "measure_many", "measure_payload", "measure_rank", "measure_real",
+           "private_api"]
+
+#: The torch APIs used here that are not public: (module, name).
+PRIVATE_APIS = (
+    ("torch._subclasses.fake_tensor", "FakeTensorMode"),
+    ("torch.testing._internal.distributed.fake_pg", "FakeStore"),
+    ("torch.distributed._tools.fsdp2_mem_tracker", "FSDPMemTracker"),
+    ("torch.distributed._composable.replicate_with_fsdp", "replicate"),
+    ("torch.distributed.tensor.debug", "CommDebugMode"),
+)
+
+#: The strategies, named as chapter 9 names them (:data:`course_lib.parallel.fsdp.STRATEGIES`).
+STRATEGIES = {
+    "ddp": "FSDP2's replicate: parameters, gradients and AdamW states whole on every rank",
+    "zero2": "fully_shard, reshard_after_forward=False: gathered blocks kept until backward",
+    "zero3": "fully_shard, reshard_after_forward=True: full sharding (ZeRO stage 3)",
+}
+#: The ZeRO stage chapter 2's estimator uses for each strategy.
+ZERO_STAGE = {"ddp": 0, "zero2": 2, "zero3": 3}
+
+#: What rank r holds, by category; each of torch's categories (FSDPMemTracker's) goes in one.
+CATEGORIES = {
+    "parameters": ("Sharded Param",),
+    "gathered parameters": ("Unsharded Param", "All Gather"),
+    "gradients": ("Sharded Grad", "Unsharded Grad"),
+    "optimizer states": ("OptState",),
+    "activations": ("Activation",),
+    "temporaries": ("Temp", "Reduce Scatter", "Inputs", "Buffer"),
+}
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """A transformers model by its published shape: GPT-2 (``gpt2``) or Llama (``llama``).
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+
+    kind: str
+    shape: memory.ModelShape
+    mlp: int = 0  # Llama's SwiGLU width (GPT-2's is 4 h)
+    kv_heads: int = 0  # Llama's key-value heads (grouped-query attention); 0: as many as heads
+
+
+def _from_preset(name: str, **llama: int) -> Architecture:
+    shape = memory.MODEL_PRESETS[name]
+    return Architecture("llama", shape, **llama) if llama else Architecture("gpt2", shape)
+
+
+#: Named real models. Shapes come from chapter 2's presets where there is one; the others from
+#: the released configs (Llama 3 8B and 70B with the paper's vocabulary of 128,000, as the 405B).
+MODELS: dict[str, Architecture] = {
+    "gpt2-xl": Architecture("gpt2", memory.ModelShape(48, 1600, 25, 50257, 1024)),
+    "gpt3-175b": _from_preset("gpt3-175B"),
+    "llama2-7b": _from_preset("llama-7B-shape", mlp=11008, kv_heads=32),
+    "llama2-70b": _from_preset("llama2-70B-shape", mlp=28672, kv_heads=8),
+    "llama3-8b": Architecture("llama", memory.ModelShape(32, 4096, 32, 128000, 0), 14336, 8),
+    "llama3-70b": Architecture("llama", memory.ModelShape(80, 8192, 64, 128000, 0), 28672, 8),
+    "llama3-405b": _from_preset("llama3-405B-shape", mlp=53248, kv_heads=8),
+}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the run is laid out, as rank r sees it.
+
+    ``world_size`` ranks in all, ``tp`` of them in each tensor-parallel group (a 2-D mesh of
+    ``world_size / tp`` data-parallel rows); ``strategy`` one of :data:`STRATEGIES` over the
+    data-parallel ranks; ``layers``: the blocks of this rank's pipeline stage (``None``: all; the
+    stage keeps the embedding and the output layer, as a first-and-last stage would);
+    ``micro_batch`` sequences of ``seq_len`` tokens; ``mixed_precision``: FSDP's
+    ``MixedPrecisionPolicy`` (BF16 compute, FP32 sharded parameters and gradient reduction);
+    ``checkpointing``: every block recomputed in backward; ``attention``: ``"sdpa"`` (fused, no
+    ``s x s`` scores kept) or ``"eager"``.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+
+    world_size: int = 8
+    strategy: str = "zero3"
+    tp: int = 1
+    layers: int | None = None
+    micro_batch: int = 1
+    seq_len: int = 2048
+    mixed_precision: bool = True
+    checkpointing: bool = False
+    attention: str = "sdpa"
+
+    @property
+    def dp(self) -> int:
+        """The data-parallel ranks: the world over the tensor-parallel degree."""
+        return self.world_size // self.tp
+
+
+@dataclass(frozen=True)
+class RankMemory:
+    """What rank ``rank`` held, sent and computed in one training step, in bytes and FLOPs.
+
+    ``peak`` and ``end``: bytes by :data:`CATEGORIES` at the step's highest point and after the
+    optimizer's step (gradients still held); ``after_forward``: when the forward pass (loss
+    included) has ended, where activations are highest; ``detail``: the peak in torch's words;
+    ``collectives``: ``{kind: (calls, bytes)}``, bytes of the whole tensors gathered or
+    reduced; ``comm_counts``: CommDebugMode's count per op; ``flops``: this rank's FLOPs;
+    ``n_params``: the parameters as built (the stage's); ``shard_bytes``: this rank's
+    parameter shards.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+
+    model: str
+    shape: memory.ModelShape
+    layout: Layout
+    rank: int
+    n_params: int
+    shard_bytes: int
+    peak: dict[str, int]
+    end: dict[str, int]
+    after_forward: dict[str, int]
+    detail: dict[str, int]
+    collectives: dict[str, tuple[int, int]]
+    comm_counts: dict[str, int]
+    flops: int
+    seconds: float
+    torch_version: str = torch.__version__
+
+    @property
+    def peak_total(self) -> int:
+        """Everything rank r held at the step's highest point."""
+        return sum(self.peak.values())
+
+
+def private_api(module: str, name: str) -> Any:
+    """``module.name`` from torch, or a RuntimeError naming the private API and the torch it needs.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        raise RuntimeError(
+            f"measuring at scale needs torch's private API {module}.{name}, which this torch "
+            f"({torch.__version__}) does not have; install torch 2.13 (the course's version), "
+            "where it exists.") from None
+
+
+def _architecture(model: str | memory.ModelShape) -> tuple[str, Architecture]:
+    if isinstance(model, memory.ModelShape):
+        return "custom", Architecture("gpt2", model)
+    if model in MODELS:
+        return model, MODELS[model]
+    if model in memory.MODEL_PRESETS:
+        return model, Architecture("gpt2", memory.MODEL_PRESETS[model])
+    raise ValueError(f"unknown model {model!r}; use one of {', '.join(MODELS)} or chapter 2's "
+                     f"presets {', '.join(memory.MODEL_PRESETS)}, or a memory.ModelShape.")
+
+
+def _whole(value: Any, what: str, low: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ValueError(f"{what} must be a whole number >= {low}, got {value!r}.")
+
+
+def check_request(model: str | memory.ModelShape, layout: Layout, rank: int = 0) -> Architecture:
+    """Refuse a bad model, layout or rank with one message that says what to do; return the model.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    _, arch = _architecture(model)
+    _whole(layout.world_size, "world_size")
+    _whole(layout.tp, "tp (the tensor-parallel degree)")
+    _whole(layout.micro_batch, "micro_batch (sequences per rank)")
+    _whole(layout.seq_len, "seq_len")
+    if layout.strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {layout.strategy!r}; use one of: "
+                         f"{', '.join(STRATEGIES)} (ZeRO-1 and hybrid sharding are not measured "
+                         "here: chapter 9 runs them on real ranks).")
+    if layout.world_size % layout.tp:
+        fits = [d for d in range(1, layout.world_size + 1) if layout.world_size % d == 0]
+        raise ValueError(f"tp={layout.tp} does not divide the {layout.world_size} ranks into "
+                         f"tensor-parallel groups; use a tp of {fits}, or another world_size.")
+    shape = arch.shape
+    kv = arch.kv_heads or shape.n_heads
+    if shape.n_heads % layout.tp or kv % layout.tp:
+        fits = [d for d in range(1, kv + 1) if shape.n_heads % d == 0 and kv % d == 0]
+        raise ValueError(f"tp={layout.tp} does not divide the {shape.n_heads} attention heads "
+                         f"({kv} key-value heads); use a tp of {fits}.")
+    if layout.layers is not None:
+        _whole(layout.layers, "layers (the blocks of this pipeline stage)")
+        if layout.layers > shape.n_layers:
+            raise ValueError(f"layers={layout.layers} is more than the model's {shape.n_layers} "
+                             "blocks; give a stage's share, or None for all of them.")
+    positions = shape.positions or (2048 if arch.kind == "gpt2" else 0)  # build_model's
+    if 0 < positions < layout.seq_len:
+        raise ValueError(f"seq_len={layout.seq_len} is longer than the model's "
+                         f"{positions} positions; use seq_len <= {positions}.")
+    if layout.attention not in ("sdpa", "eager"):
+        raise ValueError(f"attention must be 'sdpa' or 'eager', got {layout.attention!r}.")
+    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < layout.world_size:
+        raise ValueError(f"rank must be a whole number from 0 to {layout.world_size - 1}, got {rank!r}.")
+    return arch
+
+
+def build_model(arch: Architecture, layers: int | None = None,
+                attention: str = "sdpa") -> nn.Module:
+    """The transformers model of ``arch`` with ``layers`` blocks, built on whatever tensors are current.
+
+    Under ``FakeTensorMode`` it has shapes and no storage. GPT-2's configuration has no dropout
+    here (Llama has none): a training run of this size seldom uses it.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+    s, n = arch.shape, layers or arch.shape.n_layers
+    if arch.kind == "llama":
+        config = LlamaConfig(hidden_size=s.hidden, intermediate_size=arch.mlp,
+                             num_hidden_layers=n, num_attention_heads=s.n_heads,
+                             num_key_value_heads=arch.kv_heads or s.n_heads,
+                             vocab_size=s.vocab, tie_word_embeddings=False)
+        build = LlamaForCausalLM
+    else:
+        config = GPT2Config(n_layer=n, n_embd=s.hidden, n_head=s.n_heads, vocab_size=s.vocab,
+                            n_positions=s.positions or 2048, resid_pdrop=0, embd_pdrop=0, attn_pdrop=0)
+        build = GPT2LMHeadModel
+    config._attn_implementation = attention
+    return build(config)
+
+
+def _blocks(model: nn.Module) -> nn.ModuleList:
+    return model.model.layers if hasattr(model, "model") else model.transformer.h
+
+
+def _tensor_parallel(model: nn.Module, arch: Architecture, mesh: Any) -> None:
+    """Megatron's split of every block over ``mesh`` (chapter 11): q, k, v and the MLP's first
+    layers by columns, the output projections by rows; embeddings and norms stay whole."""
+    from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
+                                                   parallelize_module)
+
+    for block in _blocks(model):
+        if arch.kind == "gpt2":
+            tensor_parallel.torch_parallelize_block(block, mesh)
+            continue
+        plan = {f"self_attn.{p}_proj": ColwiseParallel() for p in "qkv"}
+        plan.update({"self_attn.o_proj": RowwiseParallel(), "mlp.gate_proj": ColwiseParallel(),
+                     "mlp.up_proj": ColwiseParallel(), "mlp.down_proj": RowwiseParallel()})
+        parallelize_module(block, mesh, plan)
+
+
+def _shard(model: nn.Module, layout: Layout, mesh: Any) -> None:
+    """Every block one FSDP unit (or replicated unit), the root (embeddings, head) another."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    options: dict[str, Any] = {"mesh": mesh}
+    if layout.mixed_precision:
+        options["mp_policy"] = MixedPrecisionPolicy(param_dtype=torch.bfloat16,
+                                                    reduce_dtype=torch.float32)
+    ddp = layout.strategy == "ddp"
+    wrap = private_api("torch.distributed._composable.replicate_with_fsdp", "replicate") if ddp \
+        else functools.partial(fully_shard, reshard_after_forward=layout.strategy == "zero3")
+    for block in _blocks(model):
+        wrap(block, **options)
+    # the root with FSDP's default: kept gathered from forward to backward
+    (wrap if ddp else fully_shard)(model, **options)
+
+
+class _RankCounter(TorchDispatchMode):
+    """This rank's FLOPs (``FlopCounterMode``'s formulas) and the kind and bytes of every c10d
+    collective (the whole tensor's bytes). A DTensor's op is left to DTensor, which calls the
+    op again on the local shards: those are what this rank computes."""
+
+    KINDS = {"reduce_scatter": "reduce-scatter", "allgather": "all-gather", "all_gather":
+             "all-gather", "allreduce": "all-reduce", "all_reduce": "all-reduce"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flops = 0
+        self.calls: dict[str, tuple[int, int]] = {}
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        from torch.distributed.tensor import DTensor
+
+        if any(issubclass(t, DTensor) for t in types):
+            return NotImplemented
+        out = func(*args, **(kwargs or {}))
+        formula = flop_counter.flop_registry.get(func._overloadpacket)
+        if formula is not None:
+            self.flops += int(formula(*args, **(kwargs or {}), out_val=out))
+        kind = next((k for key, k in self.KINDS.items() if key in func.__name__), None)
+        if func.namespace in ("c10d", "_c10d_functional") and kind:
+            sizes = [t.numel() * t.element_size() for t in tree_leaves((args, out))
+                     if isinstance(t, torch.Tensor)]
+            calls, n_bytes = self.calls.get(kind, (0, 0))
+            self.calls[kind] = (calls + 1, n_bytes + max(sizes, default=0))
+        return out
+
+
+def _by_category(snap: dict[str, int]) -> dict[str, int]:
+    return {cat: sum(snap.get(name, 0) for name in names) for cat, names in CATEGORIES.items()}
+
+
+def _snapshot(tracker: Any, kind: str) -> dict[str, int]:
+    snap = tracker.get_tracker_snapshot(kind)
+    out: dict[str, int] = {}
+    for device_snap in snap.values():
+        for key, value in device_snap.items():
+            name = getattr(key, "value", key)
+            if name != "Total":
+                out[name] = out.get(name, 0) + value
+    return out
+
+
+def _shard_bytes(model: nn.Module) -> int:
+    """Bytes of this rank's local shards of the parameters (FSDP pads dim 0 to a multiple of W)."""
+    local = [p.to_local() if hasattr(p, "to_local") else p for p in model.parameters()]
+    return sum(t.untyped_storage().nbytes() for t in local)
+
+
+def _step(model: nn.Module, optimizer: torch.optim.Optimizer, batch: torch.Tensor) -> None:
+    model(input_ids=batch, labels=batch).loss.backward()
+    optimizer.step()
+
+
+@contextlib.contextmanager
+def _group(rank: int, world_size: int, fake: bool) -> Any:
+    """This process as rank ``rank`` of a fake group of ``world_size``, or as the real rank that
+    :func:`course_lib.parallel.launch.launch` started; the group is left at exit."""
+    if fake and dist.is_initialized():
+        raise RuntimeError("this process is already in a process group; measure in a fresh "
+                           "process (measure_rank(..., isolate=True), the default).")
+    if fake:
+        store = private_api("torch.testing._internal.distributed.fake_pg", "FakeStore")
+        dist.init_process_group("fake", store=store(), rank=rank, world_size=world_size)
+    else:
+        launch.init_worker("gloo")
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()
+
+
+def _measure_here(model: str | memory.ModelShape, layout: Layout, rank: int,
+                  fake: bool = True) -> RankMemory:
+    """One measurement in this process (in no process group); ``fake=False``: a real rank."""
+    name, arch = _architecture(model)
+    fake_mode = private_api("torch._subclasses.fake_tensor", "FakeTensorMode")
+    tracker_class = private_api("torch.distributed._tools.fsdp2_mem_tracker", "FSDPMemTracker")
+    comm_mode = private_api("torch.distributed.tensor.debug", "CommDebugMode")
+    from torch.distributed.device_mesh import init_device_mesh
+
+    start = time.perf_counter()
+    # allow_non_fake_inputs: the meta tensors become fake ones
+    storage = fake_mode(allow_non_fake_inputs=True) if fake else contextlib.nullcontext()
+    with _group(rank, layout.world_size, fake):
+        mesh = init_device_mesh("cpu", (layout.dp, layout.tp), mesh_dim_names=("dp", "tp"))
+        dp_mesh, tp_mesh = mesh["dp"], mesh["tp"]
+        # Built and split on the meta device (shapes only), where the meshes' own bookkeeping
+        # runs on real numbers; then given fake storage (or real, on a real rank).
+        with torch.device("meta"):
+            built = build_model(arch, layout.layers, layout.attention)
+        n_params = sum(p.numel() for p in built.parameters())
+        if layout.checkpointing:
+            built.gradient_checkpointing_enable({"use_reentrant": False})
+        if layout.tp > 1:
+            _tensor_parallel(built, arch, tp_mesh)
+        _shard(built, layout, dp_mesh)
+        with storage:
+            built.to_empty(device="cpu")
+            optimizer = torch.optim.AdamW(built.parameters(), lr=1e-4, foreach=True)
+            batch = torch.randint(0, arch.shape.vocab, (layout.micro_batch, layout.seq_len))
+            _step(built, optimizer, batch)  # warms DTensor's propagation cache (see above)
+            optimizer.zero_grad()
+            tracker, comms, counter = tracker_class(built, optimizer), comm_mode(), _RankCounter()
+            tracker.track_inputs((batch,))
+            forward: dict[str, int] = {}
+            hook = built.register_forward_hook(
+                lambda *_: forward.update(_snapshot(tracker, "current")))
+            with tracker, comms, counter:
+                _step(built, optimizer, batch)
+                end = _snapshot(tracker, "current")
+            hook.remove()
+            peak = _snapshot(tracker, "peak")
+            shard = _shard_bytes(built)
+    counts = {str(op): n for op, n in comms.get_comm_counts().items()}
+    return RankMemory(name, arch.shape, layout, rank, n_params, shard, _by_category(peak),
+                      _by_category(end), _by_category(forward), peak, counter.calls, counts,
+                      counter.flops, time.perf_counter() - start)
+
+
+def measure_rank(model: str | memory.ModelShape, layout: Layout, rank: int = 0,
+                 isolate: bool = True, timeout: float = 300.0) -> RankMemory:
+    """What rank ``rank`` of ``layout`` holds, sends and computes in one AdamW training step.
+
+    The model is built with fake tensors and sharded on a fake process group (see the module's
+    docstring). ``isolate`` runs it in a fresh process started by
+    :func:`course_lib.parallel.launch.launch` (stopped after ``timeout`` seconds), so that no
+    process group or fake mode stays behind here; ``isolate=False`` runs it in this process, which
+    must be in no process group. Bad input is refused before any work.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    return measure_many([(model, layout, rank)], isolate, timeout)[0]
+
+
+def measure_many(requests: Sequence[tuple[Any, Layout, int]], isolate: bool = True,
+                 timeout: float = 600.0) -> list[RankMemory]:
+    """:func:`measure_rank` for each ``(model, layout, rank)``, one after another in one process.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    for m, layout, r in requests:
+        check_request(m, layout, r)
+    for module, name in PRIVATE_APIS:
+        private_api(module, name)
+    if not isolate:
+        return [_measure_here(m, layout, r) for m, layout, r in requests]
+    payload = [{"model": dataclasses.asdict(m) if isinstance(m, memory.ModelShape) else m,
+                "layout": dataclasses.asdict(layout), "rank": r} for m, layout, r in requests]
+    return launch.launch(f"{__name__}:measure_payload", 1, {"requests": payload},
+                         backend="gloo", timeout=timeout, echo=False)[0]
+
+
+def measure_payload(requests: list[dict[str, Any]]) -> list[RankMemory]:
+    """The worker of :func:`measure_many`: the requests as JSON, measured in this process.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    return [_measure_here(memory.ModelShape(**r["model"]) if isinstance(r["model"], dict)
+                          else r["model"], Layout(**r["layout"]), r["rank"]) for r in requests]
+
+
+def measure_real(model: dict[str, int], layout: dict[str, Any]) -> RankMemory:
+    """Worker: the same measurement on a real gloo rank with real storage (start it with
+    :func:`course_lib.parallel.launch.launch`, one process per rank of ``layout``), for a small
+    ``model`` (a :class:`~course_lib.numbers.memory.ModelShape` as a dict): a fake rank should
+    hold what this one does.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    shape, lay = memory.ModelShape(**model), Layout(**layout)
+    check_request(shape, lay)
+    return _measure_here(shape, lay, int(os.environ["RANK"]), fake=False)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One category of one measurement: chapter 2's estimate, what was measured, their ratio.
+
+    Model states (``parameters``, ``gradients``, ``optimizer states``) are compared at the end
+    of the step, ``activations`` when forward ends, ``temporaries`` (the gathered parameters
+    with them) and ``total`` at the peak; ``agrees`` is the
+    ratio within ``tolerance`` of 1, ``note`` why a known gap is there.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+
+    model: str
+    layout: Layout
+    category: str
+    estimate: float
+    measured: float
+    tolerance: float
+    note: str = ""
+
+    @property
+    def ratio(self) -> float:
+        """Measured over estimated (inf when the estimate is 0 and something was measured)."""
+        if self.estimate == 0:
+            return 1.0 if self.measured == 0 else math.inf
+        return self.measured / self.estimate
+
+    @property
+    def agrees(self) -> bool:
+        """Whether the measurement is within the tolerance of the estimate."""
+        return abs(self.ratio - 1) <= self.tolerance
+
+
+#: Why the measurement and chapter 2's estimate differ, by category.
+GAPS = {
+    "parameters": "FSDP keeps FP32 shards (the master weights); the BF16 copies are gathered "
+                  "per unit and freed, so the estimate's 2 + 4 bytes read as 4 at rest",
+    "gradients": "with mixed precision FSDP reduces and keeps the sharded gradients in FP32 "
+                 "(reduce_dtype), 4 bytes where the estimate counts 2",
+    "optimizer states": "AdamW's two FP32 states, 8 bytes per parameter over the sharding ranks",
+    "activations": "the estimate counts GPT-2 with dropout and s x s scores; fused attention "
+                   "keeps none, Llama's SwiGLU keeps more, and the FP32 logits of the loss",
+    "temporaries": "the gathered root unit (embeddings and head, kept whole through forward and "
+                   "backward), a gathered block, all-gather and reduce-scatter buffers, and "
+                   "gradients of activations in backward; the estimate counts two blocks",
+    "total": "the peak: in backward, with the states of the step before and the root gathered",
+}
+
+
+def _estimate(result: RankMemory, estimator: Callable[..., memory.Breakdown]) -> memory.Breakdown:
+    layout, s = result.layout, result.shape
+    shape = memory.ModelShape(layout.layers or s.n_layers, s.hidden, s.n_heads, s.vocab, 0)
+    return estimator(result.n_params, "bf16-mixed" if layout.mixed_precision else "fp32", "adam",
+                     batch=layout.micro_batch, seq_len=layout.seq_len, gpus=layout.dp,
+                     zero_stage=ZERO_STAGE[layout.strategy], shape=shape,
+                     activation_checkpointing=layout.checkpointing)
+
+
+def compare(results: Sequence[RankMemory], tolerance: float = 0.05,
+            estimator: Callable[..., memory.Breakdown] = memory.training_memory) -> list[Comparison]:
+    """Chapter 2's estimate next to each measurement, per category, with the ratio.
+
+    ``estimator`` is called as :func:`course_lib.numbers.memory.training_memory` is (the
+    parameters measured, ``bf16-mixed`` or ``fp32``, Adam, the micro-batch and sequence, the
+    data-parallel ranks as ``gpus``, the strategy's ZeRO stage, the stage's shape); pass another
+    to check it. With tensor parallelism the estimate's model states are divided by ``tp`` too
+    (Megatron's split; the embeddings, kept whole here, make the measurement higher).
+    :data:`GAPS` says why each category differs.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    rows = []
+    for r in results:
+        b, tp = _estimate(r, estimator), r.layout.tp
+        estimates = {"parameters": (b.weights + b.master_weights) / tp,
+                     "gradients": b.gradients / tp, "optimizer states": b.optimizer_states / tp,
+                     "activations": b.activations, "temporaries": b.temporaries}
+        measured = {**{k: r.end[k] for k in list(estimates)[:3]},
+                    "activations": r.after_forward["activations"],
+                    "temporaries": r.peak["temporaries"] + r.peak["gathered parameters"]}
+        estimates["total"], measured["total"] = sum(estimates.values()), r.peak_total
+        rows += [Comparison(r.model, r.layout, cat, estimates[cat], measured[cat], tolerance,
+                            GAPS[cat]) for cat in estimates]
+    return rows
+
+
+def comparison_rows(rows: Sequence[Comparison]) -> list[list[str]]:
+    """The comparisons as table rows: model, layout, category, estimate GB, measured GB, ratio.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    out = []
+    for c in rows:
+        lay = c.layout
+        where = (f"{lay.strategy} W={lay.world_size} tp={lay.tp} L={lay.layers or 'all'} "
+                 f"b={lay.micro_batch} s={lay.seq_len}{' ckpt' if lay.checkpointing else ''}"
+                 f"{'' if lay.mixed_precision else ' fp32'}")
+        out.append([c.model, where, c.category, f"{c.estimate / 1e9:,.3f}",
+                    f"{c.measured / 1e9:,.3f}", f"{c.ratio:.2f}", "yes" if c.agrees else "no"])
+    return out

@@ -1,0 +1,162 @@
+"""Measuring a rank at scale on fake process groups (course_lib.parallel.at_scale, chapters 9 and 11):
+the private torch APIs it needs exist; bad input is refused before any work, one message each; one
+rank of a real-size Llama 2 7B stage (two blocks, short sequences: fast on fake tensors) holds 1/W of
+the parameters and AdamW's 8 bytes per parameter / W; chapter 2's estimator agrees where it should
+and a wrong estimator is caught; tensor parallelism halves a rank's block FLOPs; a measurement in a
+fresh process; and, marked slow, two real gloo ranks holding what the fake ranks say."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import math
+
+import pytest
+
+from course_lib.numbers import memory
+from course_lib.parallel import at_scale, launch
+from course_lib.parallel.at_scale import Layout
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+W = 8
+SEVEN_B = Layout(W, "zero3", layers=2, seq_len=256)  # two real-size blocks of Llama 2 7B
+
+
+@pytest.fixture(scope="module")
+def zero3():
+    return at_scale.measure_rank("llama2-7b", SEVEN_B, isolate=False)
+
+
+def _padded_shards(result: at_scale.RankMemory) -> int:
+    """FSDP's shard of every parameter: dim 0 cut in W pieces of ceil(d0 / W) rows, FP32."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    import torch
+
+    arch = at_scale.MODELS["llama2-7b"]
+    with torch.device("meta"):
+        model = at_scale.build_model(arch, result.layout.layers)
+    assert isinstance(model, LlamaForCausalLM) and isinstance(model.config, LlamaConfig)
+    w = result.layout.world_size
+    return sum(math.ceil(p.shape[0] / w) * (p.numel() // p.shape[0]) * 4
+               for p in model.parameters())
+
+
+# --- the private APIs and bad input ----------------------------------------------------------------
+
+@pytest.mark.parametrize("module, name", at_scale.PRIVATE_APIS)
+def test_the_private_apis_exist_in_this_torch(module, name):
+    assert getattr(importlib.import_module(module), name) is at_scale.private_api(module, name)
+
+
+def test_a_missing_private_api_is_named_with_the_torch_it_needs():
+    with pytest.raises(RuntimeError, match=r"private API torch\._tools\.nothing\.Gone.*torch 2\.13"):
+        at_scale.private_api("torch._tools.nothing", "Gone")
+
+
+@pytest.mark.parametrize("model, layout, rank, message", [
+    ("llama9-1t", Layout(), 0, "unknown model 'llama9-1t'; use one of gpt2-xl, gpt3-175b"),
+    ("llama2-7b", Layout(world_size=8, tp=3), 0, r"tp=3 does not divide the 8 ranks.*\[1, 2, 4, 8\]"),
+    ("llama2-70b", Layout(world_size=32, tp=16), 0,
+     r"tp=16 does not divide the 64 attention heads \(8 key-value heads\); use a tp of \[1, 2, 4, 8\]"),
+    ("llama2-7b", Layout(micro_batch=0), 0, "micro_batch .* must be a whole number >= 1, got 0"),
+    ("llama2-7b", Layout(strategy="zero1"), 0, "unknown strategy 'zero1'; use one of: ddp, zero2, zero3"),
+    ("llama2-7b", Layout(layers=33), 0, "layers=33 is more than the model's 32 blocks"),
+    ("gpt2-xl", Layout(seq_len=2048), 0, "seq_len=2048 is longer than the model's 1024 positions"),
+    ("llama2-7b", Layout(world_size=8), 8, "rank must be a whole number from 0 to 7, got 8"),
+])
+def test_bad_input_is_refused_before_any_work(model, layout, rank, message):
+    with pytest.raises(ValueError, match=message):
+        at_scale.measure_rank(model, layout, rank, isolate=False)
+
+
+# --- what rank 0 of 8 holds --------------------------------------------------------------------------
+
+def test_a_rank_holds_one_wth_of_the_parameters(zero3):
+    n = zero3.n_params
+    assert zero3.end["parameters"] == zero3.shard_bytes == _padded_shards(zero3)
+    assert zero3.end["parameters"] == pytest.approx(4 * n / W, rel=1e-3)  # the padding only
+    assert zero3.end["gradients"] == zero3.end["parameters"]  # FP32, reduced in FP32
+
+
+def test_adamw_keeps_8_bytes_per_parameter_over_w(zero3):
+    steps = zero3.end["optimizer states"] - 2 * zero3.shard_bytes
+    assert 0 <= steps < 4 * 64  # AdamW's step count: one FP32 number per parameter tensor
+    assert zero3.end["optimizer states"] == pytest.approx(8 * zero3.n_params / W, rel=1e-3)
+
+
+def test_the_root_unit_is_gathered_whole_through_forward(zero3):
+    # BF16 copies of the root (embeddings, head, final norm) and of one block
+    root = 2 * 32000 * 4096 + 4096
+    block = (zero3.n_params - root) // 2
+    assert zero3.after_forward["gathered parameters"] == 2 * root + 2 * block
+
+
+def test_collectives_and_flops_of_one_step(zero3):
+    gathers, gathered = zero3.collectives["all-gather"]
+    scatters, scattered = zero3.collectives["reduce-scatter"]
+    assert (gathers, scatters) == (5, 3)  # root + 2 blocks forward, 2 blocks again in backward
+    assert scattered == pytest.approx(4 * zero3.n_params, rel=1e-3)  # every gradient in FP32
+    tokens = SEVEN_B.micro_batch * SEVEN_B.seq_len
+    matmul_params = zero3.n_params - 32000 * 4096  # the embedding is a lookup, no product
+    assert zero3.flops == pytest.approx(6 * matmul_params * tokens, rel=0.05)
+
+
+def test_tensor_parallel_halves_a_ranks_block_flops(zero3):
+    tp = at_scale.measure_rank("llama2-7b", dataclasses.replace(SEVEN_B, tp=2), isolate=False)
+    tokens = SEVEN_B.micro_batch * SEVEN_B.seq_len
+    head = 6 * 32000 * 4096 * tokens
+    assert tp.flops - head == pytest.approx((zero3.flops - head) / 2, rel=0.05)
+    assert "all-reduce" in tp.collectives  # Megatron's g in forward, f in backward
+
+
+# --- chapter 2's estimator next to the measurement ---------------------------------------------------
+
+def test_the_estimator_agrees_on_the_optimizer_states_and_the_comparison_says_why(zero3):
+    rows = {c.category: c for c in at_scale.compare([zero3])}
+    assert rows["optimizer states"].agrees and rows["optimizer states"].ratio == pytest.approx(1, abs=1e-3)
+    # FSDP keeps FP32 gradients where bf16-mixed counts BF16: a known gap, explained
+    assert rows["gradients"].ratio == pytest.approx(2, rel=1e-3) and "FP32" in rows["gradients"].note
+    assert rows["temporaries"].ratio > 2 and "root unit" in rows["temporaries"].note
+    assert len(at_scale.comparison_rows(list(rows.values()))) == 6
+
+
+def _forgets_w(n_params, precision, optimizer, *, gpus, zero_stage, **kw):
+    return memory.training_memory(n_params, precision, optimizer, gpus=1, zero_stage=0, **kw)
+
+
+def _adam_12_bytes(n_params, precision, optimizer, **kw):
+    b = memory.training_memory(n_params, precision, optimizer, **kw)
+    return dataclasses.replace(b, optimizer_states=b.optimizer_states * 12 / 8)
+
+
+@pytest.mark.parametrize("wrong", [_forgets_w, _adam_12_bytes])
+def test_a_wrong_estimator_is_caught(zero3, wrong):
+    rows = {c.category: c for c in at_scale.compare([zero3], estimator=wrong)}
+    assert not rows["optimizer states"].agrees
+
+
+def test_a_measurement_in_a_fresh_process():
+    small = Layout(4, "ddp", layers=1, seq_len=64, mixed_precision=False)
+    zero2 = dataclasses.replace(small, strategy="zero2")
+    ddp, sharded = at_scale.measure_many([("gpt2-124M", small, 0), ("gpt2-124M", zero2, 3)],
+                                         timeout=120)
+    assert ddp.end["parameters"] == 4 * ddp.n_params
+    assert 0 <= ddp.end["optimizer states"] - 8 * ddp.n_params < 4 * 64  # + AdamW's step counts
+    assert ddp.collectives["all-reduce"][1] == 4 * ddp.n_params  # every gradient, FP32
+    assert sharded.rank == 3 and sharded.end["parameters"] < ddp.end["parameters"] / 3.9
+
+
+@pytest.mark.slow
+def test_two_real_gloo_ranks_hold_what_the_fake_ranks_say():
+    shape = memory.ModelShape(2, 64, 4, 256, 128)
+    layout = Layout(2, "zero3", seq_len=32, micro_batch=2)
+    real = launch.launch(f"{at_scale.__name__}:measure_real", 2,
+                         {"model": dataclasses.asdict(shape), "layout": dataclasses.asdict(layout)},
+                         backend="gloo", timeout=120, echo=False)
+    for r in real:
+        fake = at_scale.measure_rank(shape, layout, r.rank, isolate=False)
+        assert (fake.end, fake.after_forward) == (r.end, r.after_forward)
+        assert (fake.collectives, fake.flops, fake.shard_bytes) == (r.collectives, r.flops, r.shard_bytes)
+        # the peak falls at a slightly different moment of backward on real gloo
+        assert fake.peak_total == pytest.approx(r.peak_total, rel=0.05)
