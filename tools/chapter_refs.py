@@ -27,7 +27,7 @@ LINE = re.compile(r"^(Chapters?|Used by) .*\.$")
 #: Modules that the notebooks use only through another module, and the chapter that teaches them
 #: (i18n: the texts of chapter 3's bit explorer, the first widget that speaks Dutch).
 TAUGHT_IN = {"stories": 1, "story_world": 1, "story_troubles": 1, "story_discoveries": 1, "traffic": 8,
-             "i18n": 3, "ch09_diagrams": 9, "at_scale": 9}
+             "i18n": 3, "ch09_diagrams": 9}
 
 
 def chapters() -> dict[int, tuple[str, str]]:

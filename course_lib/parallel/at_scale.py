@@ -1,6 +1,6 @@
 """What one rank of a large training run holds, measured on fake process groups on this machine.
 
-Chapters 9 and 11 teach it: a real-size model (GPT-2 XL to Llama 3 405B) is built with fake
+Made for chapters 9 and 11 (their pages do not show it yet; the benchmark does): a real-size model (GPT-2 XL to Llama 3 405B) is built with fake
 tensors (``FakeTensorMode``: shapes, dtypes and strides, no storage), sharded by the same code a
 real run uses (FSDP2's ``fully_shard`` or ``replicate``, ``parallelize_module`` on a 2-D
 ``DeviceMesh``) on a *fake* process group, where this one process is rank ``r`` of ``W``; then
@@ -90,7 +90,7 @@ CATEGORIES = {
 class Architecture:
     """A transformers model by its published shape: GPT-2 (``gpt2``) or Llama (``llama``).
 
-    Chapter 9, *Sharding with ZeRO and FSDP*.
+    Used by the library's other modules.
     """
 
     kind: str
@@ -130,7 +130,7 @@ class Layout:
     ``checkpointing``: every block recomputed in backward; ``attention``: ``"sdpa"`` (fused, no
     ``s x s`` scores kept) or ``"eager"``.
 
-    Chapter 9, *Sharding with ZeRO and FSDP*.
+    Used by the library's other modules.
     """
 
     world_size: int = 8
@@ -161,7 +161,7 @@ class RankMemory:
     ``n_params``: the parameters as built (the stage's); ``shard_bytes``: this rank's
     parameter shards.
 
-    Chapter 9, *Sharding with ZeRO and FSDP*.
+    Used by the library's other modules.
     """
 
     model: str
@@ -189,7 +189,7 @@ class RankMemory:
 def private_api(module: str, name: str) -> Any:
     """``module.name`` from torch, or a RuntimeError naming the private API and the torch it needs.
 
-    Chapter 9, *Sharding with ZeRO and FSDP*.
+    Used by the library's other modules.
     """
     try:
         return getattr(importlib.import_module(module), name)
@@ -219,7 +219,7 @@ def _whole(value: Any, what: str, low: int = 1) -> None:
 def check_request(model: str | memory.ModelShape, layout: Layout, rank: int = 0) -> Architecture:
     """Refuse a bad model, layout or rank with one message that says what to do; return the model.
 
-    Chapter 9, *Sharding with ZeRO and FSDP*.
+    Used by the library's other modules.
     """
     _, arch = _architecture(model)
     _whole(layout.world_size, "world_size")
@@ -263,7 +263,7 @@ def build_model(arch: Architecture, layers: int | None = None,
     Under ``FakeTensorMode`` it has shapes and no storage. GPT-2's configuration has no dropout
     here (Llama has none): a training run of this size seldom uses it.
 
-    Chapter 9, *Sharding with ZeRO and FSDP*.
+    Used by the library's other modules.
     """
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
@@ -452,7 +452,7 @@ def measure_rank(model: str | memory.ModelShape, layout: Layout, rank: int = 0,
     process group or fake mode stays behind here; ``isolate=False`` runs it in this process, which
     must be in no process group. Bad input is refused before any work.
 
-    Chapter 9, *Sharding with ZeRO and FSDP*.
+    Used by the library's other modules.
     """
     return measure_many([(model, layout, rank)], isolate, timeout)[0]
 
@@ -461,7 +461,7 @@ def measure_many(requests: Sequence[tuple[Any, Layout, int]], isolate: bool = Tr
                  timeout: float = 600.0) -> list[RankMemory]:
     """:func:`measure_rank` for each ``(model, layout, rank)``, one after another in one process.
 
-    Chapter 9, *Sharding with ZeRO and FSDP*.
+    Used by the library's other modules.
     """
     for m, layout, r in requests:
         check_request(m, layout, r)
@@ -478,7 +478,7 @@ def measure_many(requests: Sequence[tuple[Any, Layout, int]], isolate: bool = Tr
 def measure_payload(requests: list[dict[str, Any]]) -> list[RankMemory]:
     """The worker of :func:`measure_many`: the requests as JSON, measured in this process.
 
-    Chapter 9, *Sharding with ZeRO and FSDP*.
+    Used by the library's other modules.
     """
     return [_measure_here(memory.ModelShape(**r["model"]) if isinstance(r["model"], dict)
                           else r["model"], Layout(**r["layout"]), r["rank"]) for r in requests]
@@ -490,7 +490,7 @@ def measure_real(model: dict[str, int], layout: dict[str, Any]) -> RankMemory:
     ``model`` (a :class:`~course_lib.numbers.memory.ModelShape` as a dict): a fake rank should
     hold what this one does.
 
-    Chapter 9, *Sharding with ZeRO and FSDP*.
+    Used by the library's other modules.
     """
     shape, lay = memory.ModelShape(**model), Layout(**layout)
     check_request(shape, lay)
@@ -506,7 +506,7 @@ class Comparison:
     with them) and ``total`` at the peak; ``agrees`` is the
     ratio within ``tolerance`` of 1, ``note`` why a known gap is there.
 
-    Chapter 9, *Sharding with ZeRO and FSDP*.
+    Used by the library's other modules.
     """
 
     model: str
@@ -566,7 +566,7 @@ def compare(results: Sequence[RankMemory], tolerance: float = 0.05,
     (Megatron's split; the embeddings, kept whole here, make the measurement higher).
     :data:`GAPS` says why each category differs.
 
-    Chapter 9, *Sharding with ZeRO and FSDP*.
+    Used by the library's other modules.
     """
     rows = []
     for r in results:
@@ -586,7 +586,7 @@ def compare(results: Sequence[RankMemory], tolerance: float = 0.05,
 def comparison_rows(rows: Sequence[Comparison]) -> list[list[str]]:
     """The comparisons as table rows: model, layout, category, estimate GB, measured GB, ratio.
 
-    Chapter 9, *Sharding with ZeRO and FSDP*.
+    Used by the library's other modules.
     """
     out = []
     for c in rows:
