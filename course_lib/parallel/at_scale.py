@@ -1,7 +1,8 @@
 """What one rank of a large training run holds, measured on fake process groups on this machine.
 
-Made for chapters 9 and 11 (their pages do not show it yet; the benchmark does): a real-size model (GPT-2 XL to Llama 3 405B) is built with fake
-tensors (``FakeTensorMode``: shapes, dtypes and strides, no storage), sharded by the same code a
+Made for chapters 9 and 11 (their pages do not show it yet; ``benchmarks/at_scale.py`` does): a
+real-size model (GPT-2 XL to Llama 3 405B) is built with fake tensors (``FakeTensorMode``:
+shapes, dtypes and strides, no storage), sharded by the same code a
 real run uses (FSDP2's ``fully_shard`` or ``replicate``, ``parallelize_module`` on a 2-D
 ``DeviceMesh``) on a *fake* process group, where this one process is rank ``r`` of ``W``; then
 one training step (forward, backward, AdamW's step) runs, and torch's own tools measure it:
