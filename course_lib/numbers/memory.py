@@ -89,14 +89,13 @@ OPTIMIZERS: dict[str, Optimizer] = {
 
 ZERO_STAGES = (0, 1, 2, 3)
 
-#: The largest parameter count and sequence length the estimator takes: far beyond any model trained
-#: or any context in use, so that a larger one is taken for what it most likely is, a digit too many.
+#: The largest parameter count and sequence length the estimator takes: far beyond any model
+#: trained or context used, so a larger one is most likely a digit too many.
 MAX_PARAMS = 10**15
 MAX_SEQ_LEN = 10**8
 
 #: The lecture notes' rule of thumb: 4 bytes of FP32 weights plus "about 20 extra bytes per parameter".
 RULE_OF_THUMB_BYTES_PER_PARAM = 24
-
 
 #: GPU memory a training process cannot use for tensors: the CUDA context, created by the first CUDA
 #: call (about 700-800 MB per process on the PyTorch forums; less with CUDA's lazy module loading).
@@ -110,7 +109,7 @@ ALLOCATOR_MARGIN = 0.05
 class GPU:
     """A GPU by its name and memory capacity in bytes.
 
-    Chapter 2, *The memory wall*.
+    Chapter 10, *Hardware for LLM training*.
     """
 
     name: str
@@ -173,8 +172,7 @@ def gb(n_bytes: float) -> float:
 
     Chapter 2, *The memory wall*.
     """
-    n_bytes = _number(n_bytes, "n_bytes")
-    if n_bytes < 0:
+    if _number(n_bytes, "n_bytes") < 0:
         raise ValueError(f"n_bytes must be a number of bytes >= 0, got {n_bytes!r}.")
     return n_bytes / GB
 

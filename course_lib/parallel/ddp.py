@@ -10,6 +10,8 @@ The module is also the torchrun entry point, on GPUs (NCCL) or CPUs (gloo) alike
 
     torchrun --nproc-per-node=2 -m course_lib.parallel.ddp --steps 20 --check
 
+``--check`` compares the final parameters and, since AdamW hides a gradient scaled by a constant
+(its step divides each gradient by its own root mean square), the first step's gradient as well.
 Its flags are checked before any rank joins the group, and a bad one is reported once, by rank 0
 (:func:`parse_run_arguments`).
 """
@@ -22,9 +24,10 @@ import functools
 import hashlib
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -35,18 +38,27 @@ from torch.utils.data.distributed import DistributedSampler
 from course_lib.base import dtypes
 from course_lib.numbers import memory
 from course_lib.parallel import launch
-from course_lib.parallel.traffic import BucketRecord, Traffic, counting_hook, ring_hook
+from course_lib.parallel.traffic import (BucketRecord, Traffic, counting_hook, ring_hook,
+                                        summing_hook)
 from course_lib.text import course_model, data, models, training
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-__all__ = ["DDPRank", "Timings", "TrainingRun", "add_run_arguments", "check_batch", "check_flags",
-           "checksum", "context_length", "flat_parameters", "fresh_model", "local_batches", "main",
-           "median_step", "parse_run_arguments", "rank_tokenizer", "recipe_for", "report_check",
-           "shard", "timings", "train_ddp", "train_many", "train_single", "wrap_ddp"]
+__all__ = ["CHECK_TOLERANCE", "DDPRank", "GradientGap", "Timings", "TrainingRun",
+           "add_run_arguments", "check_batch", "check_flags", "checksum", "context_length",
+           "flat_gradients", "flat_parameters", "fresh_model", "gradient_gap", "local_batches",
+           "main", "median_step", "parse_run_arguments", "rank_tokenizer", "recipe_for",
+           "report_check", "shard", "timings", "train_ddp", "train_many", "train_single",
+           "wrap_ddp"]
 
-HOOKS = {"counting": counting_hook, "ring": ring_hook}
+#: ``sum`` is a broken hook, kept for the parity checks to catch (:func:`summing_hook`).
+HOOKS = {"counting": counting_hook, "ring": ring_hook, "sum": summing_hook}
+
+#: The largest gap ``--check`` accepts, by dtype: of a parameter, of a gradient element, and of
+#: the ratio of the gradients' norms from 1 (measured on 2 ranks: about 1e-5, 6e-8 and 4e-9 in
+#: float32).
+CHECK_TOLERANCE = {"float32": 1e-4, "float64": 1e-10}
 
 
 def check_batch(global_batch: int, world_size: int, accumulate: int = 1) -> None:
@@ -123,6 +135,44 @@ def flat_parameters(model: torch.nn.Module) -> torch.Tensor:
     return torch.cat([p.detach().flatten().cpu() for p in model.parameters()])
 
 
+def flat_gradients(model: torch.nn.Module) -> torch.Tensor:
+    """All gradients of ``model`` in one CPU vector, in the order of its parameters (zeros where
+    a parameter has none).
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    return torch.cat([(torch.zeros_like(p) if p.grad is None else p.grad).detach().flatten().cpu()
+                      for p in model.parameters()])
+
+
+@dataclass(frozen=True)
+class GradientGap:
+    """How a gradient differs from one process's: the largest difference of an element, and
+    the ratio of their norms (1 when equal, N when N ranks add where they should average).
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+
+    max_difference: float
+    norm_ratio: float
+
+    def within(self, tolerance: float) -> bool:
+        """Whether both the difference and the ratio's distance from 1 are at most ``tolerance``."""
+        return self.max_difference <= tolerance and abs(self.norm_ratio - 1) <= tolerance
+
+
+def gradient_gap(gradient: torch.Tensor, reference: torch.Tensor) -> GradientGap:
+    """Compare a flat gradient with the one-process reference's (computed in float64).
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    if gradient.shape != reference.shape:
+        raise ValueError(f"the gradients have {gradient.numel()} and {reference.numel()} "
+                         "elements: compare gradients of the same model, laid out alike.")
+    mine, theirs = gradient.double().cpu(), reference.double().cpu()
+    return GradientGap(float((mine - theirs).abs().max()), float(mine.norm() / theirs.norm()))
+
+
 def checksum(model: torch.nn.Module) -> str:
     """The first 12 hex digits of the SHA-256 of every parameter's bytes: equal iff bit-identical.
 
@@ -161,8 +211,9 @@ def fresh_model(tokenizer: PreTrainedTokenizerBase, seed: int, dtype: str,
 @dataclass(frozen=True)
 class TrainingRun:
     """One process's training: the loss and a parameter checksum after every step, the bytes of
-    parameters, gradients and optimizer states it held, and its final parameters as one vector
-    (``None`` when they were not asked for).
+    parameters, gradients and optimizer states it held, and its final parameters as one vector;
+    and the first step's gradient as one vector, taken after the backward pass and before
+    clipping (both ``None`` when they were not asked for).
 
     Chapter 8, *Data parallelism with DDP*.
     """
@@ -171,6 +222,7 @@ class TrainingRun:
     checksums: tuple[str, ...]
     state_bytes: dict[str, int]
     parameters: torch.Tensor | None
+    gradient: torch.Tensor | None = field(default=None, kw_only=True)
 
 
 @dataclass(frozen=True)
@@ -201,7 +253,8 @@ class DDPRank(TrainingRun):
 
 
 class _Observer:
-    """The ``on_step`` of both runs: step end times, checksums, and the model states' bytes."""
+    """The ``on_step`` of both runs: step end times, checksums, and the model states' bytes;
+    its ``backward``, their ``on_backward``: the first step's gradient."""
 
     def __init__(self, model: torch.nn.Module, traffic: Traffic | None = None) -> None:
         self.model, self.traffic = model, traffic
@@ -209,7 +262,12 @@ class _Observer:
         self.step_times: list[float] = []
         self.rounds: list[int] = []
         self.states: dict[str, int] = {}
+        self.gradient: torch.Tensor | None = None
         self.start = time.perf_counter()
+
+    def backward(self, step: int) -> None:
+        if step == 0:  # reduced across the ranks, not yet clipped (clipping hides a scale)
+            self.gradient = flat_gradients(self.model)
 
     def __call__(self, step: int, loss: float, optimizer: torch.optim.Optimizer) -> None:
         if next(self.model.parameters()).is_cuda:
@@ -222,9 +280,10 @@ class _Observer:
         self.checksums.append(checksum(self.model))
 
     def training_run(self, history: list[float], return_parameters: bool = True) -> TrainingRun:
-        """What one process measured."""
+        """What one process measured (its first gradient with its parameters, if asked for)."""
         return TrainingRun(tuple(history), tuple(self.checksums), self.states,
-                           flat_parameters(self.model) if return_parameters else None)
+                           flat_parameters(self.model) if return_parameters else None,
+                           gradient=self.gradient if return_parameters else None)
 
     def ddp_rank(self, history: list[float], worker: launch.Worker, recipe: training.Recipe,
                  return_parameters: bool) -> DDPRank:
@@ -266,7 +325,7 @@ def train_ddp(steps: int = 10, global_batch: int = 8, seq_len: int = 64,
 
     ``dtype`` "float64" trains in double precision, where runs that add in another
     order end about 1e-15 apart instead of 1e-5 (transformers still computes the
-    loss from float32 logits).
+    loss from float32 logits). ``return_parameters`` also returns the first gradient.
 
     Chapter 8, *Data parallelism with DDP*.
     """
@@ -279,8 +338,8 @@ def train_ddp(steps: int = 10, global_batch: int = 8, seq_len: int = 64,
     mine = local_batches(tokenizer, recipe, worker.world_size, worker.rank, accumulate)
     observe = _Observer(model, traffic)
     history = training.train(ddp_model, "gpt2", tokenizer, recipe, batches=mine,
-                             accumulate=accumulate, no_sync=no_sync,
-                             on_step=observe, progress=False)
+                             accumulate=accumulate, no_sync=no_sync, on_step=observe,
+                             on_backward=observe.backward, progress=False)
     return observe.ddp_rank(history, worker, recipe, return_parameters)
 
 
@@ -294,7 +353,8 @@ def train_single(steps: int = 10, global_batch: int = 8, seq_len: int = 64, lr: 
     model = fresh_model(tokenizer, seed, dtype)
     recipe = recipe_for(steps, global_batch, seq_len, lr, seed, device)
     observe = _Observer(model)
-    history = training.train(model, "gpt2", tokenizer, recipe, progress=False, on_step=observe)
+    history = training.train(model, "gpt2", tokenizer, recipe, progress=False, on_step=observe,
+                             on_backward=observe.backward)
     return observe.training_run(history)
 
 
@@ -419,18 +479,31 @@ def parse_run_arguments(parser: launch.RankArgumentParser, argv: Sequence[str] |
     return args
 
 
-def report_check(args: argparse.Namespace, rank: int, backend: str,
-                 parameters: torch.Tensor) -> None:
-    """With ``--check``, rank 0 trains one process on the global batch and prints the largest gap.
+def report_check(args: argparse.Namespace, rank: int, backend: str, parameters: torch.Tensor,
+                 gradient: torch.Tensor,
+                 tolerance: float = CHECK_TOLERANCE["float32"]) -> bool:
+    """With ``--check``, rank 0 trains one process on the global batch and prints the gaps.
+
+    The largest gap of the final parameters, of the first step's gradient, and the ratio of the
+    gradients' norms. Returns whether all are within ``tolerance`` (see :class:`GradientGap`);
+    without ``--check``, and on other ranks, True.
 
     Chapter 8, *Data parallelism with DDP*.
     """
-    if args.check and rank == 0:
-        device = "cuda" if backend == "nccl" else "cpu"
-        single = train_single(args.steps, args.global_batch, args.seq_len, args.lr, args.seed,
-                              device)
-        gap = float((single.parameters - parameters).abs().max())
-        print(f"one process on the global batch: max |difference| of the parameters {gap:.2e}")
+    if not (args.check and rank == 0):
+        return True
+    device = "cuda" if backend == "nccl" else "cpu"
+    single = train_single(args.steps, args.global_batch, args.seq_len, args.lr, args.seed,
+                          device)
+    gap = float((single.parameters - parameters).abs().max())
+    grad = gradient_gap(gradient, single.gradient)
+    print(f"one process on the global batch: max |difference| of the parameters {gap:.2e} "
+          f"and of the first gradient {grad.max_difference:.2e}; gradient norm ratio "
+          f"{grad.norm_ratio:.6f}", flush=True)
+    if gap <= tolerance and grad.within(tolerance):
+        return True
+    print(f"check failed: a gap is larger than {tolerance:g}", file=sys.stderr, flush=True)
+    return False
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -453,9 +526,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     launch.say(f"rank {result.rank}/{result.world_size} ({result.backend}): final loss "
                f"{result.history[-1]:.4f}, parameters {result.checksums[-1]}, "
                f"{result.tokens / seconds:,.0f} tokens/s in all")
-    report_check(args, result.rank, result.backend, result.parameters)
+    passed = report_check(args, result.rank, result.backend, result.parameters,
+                          result.gradient)
     launch.shutdown()
-    return 0
+    return 0 if passed else 1
 
 
 if __name__ == "__main__":

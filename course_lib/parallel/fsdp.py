@@ -56,23 +56,15 @@ from torch.nn.parallel import DistributedDataParallel
 from course_lib.numbers import memory
 from course_lib.parallel import ddp, launch, links, zero
 from course_lib.parallel.collectives import Collectives, volume
-from course_lib.parallel.ddp import (
-    add_run_arguments,
-    check_batch,
-    flat_parameters,
-    fresh_model,
-    local_batches,
-    parse_run_arguments,
-    rank_tokenizer,
-    recipe_for,
-    report_check,
-)
+from course_lib.parallel.ddp import (add_run_arguments, check_batch, flat_parameters, fresh_model,
+                                     local_batches, parse_run_arguments, rank_tokenizer,
+                                     recipe_for, report_check)
 from course_lib.parallel.traffic import Traffic, counting_hook
 from course_lib.parallel.wire import AllGatherClock, WireBytes, wire_snapshot
 from course_lib.text import data, models, training
 
 __all__ = ["PREFETCH", "STRATEGIES", "BudgetRefusal", "MemoryBudgetError", "ShardedRank",
-           "check_flags", "check_offload", "check_strategy", "expected_volume", "full_parameters",
+           "check_flags", "check_offload", "check_strategy", "expected_volume", "gathered",
            "initial_parameters", "main", "node_links", "set_prefetch", "shard_model",
            "train_many", "train_sharded", "units"]
 
@@ -305,15 +297,17 @@ def initial_parameters(seed: int = 0, dtype: str = "float32") -> torch.Tensor:
     return flat_parameters(fresh_model(data.course_tokenizer(), seed, dtype))
 
 
-def full_parameters(model: torch.nn.Module) -> torch.Tensor:
-    """All parameters of ``model`` in one CPU vector, shards gathered (a collective: every rank calls).
+def gathered(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
+    """``tensors`` (parameters or gradients, FSDP's shards gathered) in one CPU vector.
+
+    A collective: every rank calls it, with its tensors in the same order.
 
     Chapter 9, *Sharding with ZeRO and FSDP*.
     """
     from torch.distributed.tensor import DTensor
 
-    return torch.cat([(p.full_tensor() if isinstance(p, DTensor) else p).detach().flatten().cpu()
-                      for p in model.parameters()])
+    return torch.cat([(t.full_tensor() if isinstance(t, DTensor) else t).detach().flatten().cpu()
+                      for t in tensors])
 
 
 def expected_volume(unit_numels: Sequence[int], strategy: str, world_size: int,
@@ -362,7 +356,8 @@ class ShardedRank:
     bytes held at the end of the forward pass, the prefetch and reshard options, and each step's
     volume by kind and group size ("all-gather over 2"), the seconds an emulated link added to
     each step's collectives (``emulate``), and the seconds those collectives took, from call to
-    completion.
+    completion. Last, the first step's gradient after the backward pass, before clipping,
+    gathered into one vector (``None`` when the parameters were not asked for).
 
     Chapter 9, *Sharding with ZeRO and FSDP*.
     """
@@ -389,6 +384,7 @@ class ShardedRank:
     group_volume: tuple[dict[str, int], ...] = ()
     link_delays: tuple[float, ...] = ()
     link_seconds: tuple[float, ...] = ()
+    gradient: torch.Tensor | None = None
 
     @property
     def n_params(self) -> int:
@@ -399,7 +395,8 @@ class ShardedRank:
 class _Meter:
     """The ``on_step`` of a sharded run: step times, collectives and wire bytes per step, model
     states' bytes (checked against a budget), the parameter bytes held at the start of every
-    unit's forward (where gathering peaks) and at the end of the forward pass."""
+    unit's forward (where gathering peaks) and at the end of the forward pass; its ``backward``,
+    the ``on_backward``: a copy of the first step's gradients (FSDP's shards, gathered later)."""
 
     def __init__(self, model: torch.nn.Module, calls: Collectives, clock: AllGatherClock,
                  budget: int | None = None) -> None:
@@ -418,7 +415,13 @@ class _Meter:
         self.snapshots = [wire_snapshot()]
         self.start = time.perf_counter()
         self.exposed: list[dict[str, float]] = []
+        self.gradients: list[torch.Tensor] = []
         clock.take()
+
+    def backward(self, step: int) -> None:
+        if step == 0:  # reduced, not yet clipped; gathered after training, out of the measures
+            self.gradients = [torch.zeros_like(p) if p.grad is None else p.grad.detach().clone()
+                              for p in self.model.parameters()]
 
     def _held(self, *_: object) -> None:
         """The shards plus every parameter that is whole right now (gathered, or never sharded)."""
@@ -501,7 +504,8 @@ def train_sharded(strategy: str = "zero3", steps: int = 3, global_batch: int = 8
         with Collectives() as calls, AllGatherClock(model, units(model)) as clock:
             meter = _Meter(model, calls, clock, memory_budget)
             history = training.train(wrapped, "gpt2", tokenizer, recipe, optimizer=optimizer,
-                                     on_step=meter, progress=False,
+                                     on_step=meter, on_backward=meter.backward,
+                                     progress=False,
                                      batches=local_batches(tokenizer, recipe, worker.world_size,
                                                            worker.rank))
     edges = [meter.start, *meter.step_times]
@@ -515,7 +519,8 @@ def train_sharded(strategy: str = "zero3", steps: int = 3, global_batch: int = 8
             key = f"{r.kind} over {r.group_size}"
             step[key] = step.get(key, 0) + r.volume
         by_group.append(step)
-    parameters = full_parameters(model) if return_parameters else None
+    parameters = gathered(list(model.parameters())) if return_parameters else None
+    gradient = gathered(meter.gradients) if return_parameters else None
     return ShardedRank(worker.rank, worker.world_size, worker.backend, strategy, factor, offload,
                        mixed_precision, tuple(history), meter.states,
                        peak_parameter_bytes=max(meter.peak, meter.states["parameters"]),
@@ -526,7 +531,8 @@ def train_sharded(strategy: str = "zero3", steps: int = 3, global_batch: int = 8
                        prefetch=prefetch, reshard_after_forward=reshard_after_forward,
                        group_volume=tuple(by_group),
                        link_delays=tuple(sum(t.emulated for t in step) for step in steps),
-                       link_seconds=tuple(sum(t.seconds for t in step) for step in steps))
+                       link_seconds=tuple(sum(t.seconds for t in step) for step in steps),
+                       gradient=gradient)
 
 
 @dataclass(frozen=True)
@@ -582,9 +588,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     launch.say(f"rank {result.rank}/{result.world_size} ({result.backend}, {args.strategy}): "
                f"final loss {result.history[-1]:.4f}; holds {held}; peak parameters "
                f"{result.peak_parameter_bytes / 1e6:.2f} MB")
-    report_check(args, result.rank, result.backend, result.parameters)
+    tolerance = 5e-2 if args.mixed_precision else ddp.CHECK_TOLERANCE["float32"]  # bf16 rounds
+    passed = report_check(args, result.rank, result.backend, result.parameters, result.gradient,
+                          tolerance)
     launch.shutdown()
-    return 0
+    return 0 if passed else 1
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ so the same function runs unchanged under ``torchrun`` (NCCL, one GPU per local 
 
 No orphans: each rank leads its own process group, so that stopping it stops what it started
 (subprocesses, DataLoader workers), and it watches the launcher: when the launcher dies, even by
-SIGKILL, the rank ends its group and removes the launch folder. :class:`RankArgumentParser` gives
+SIGKILL, the rank ends its group and removes the launch folder (:mod:`course_lib.parallel.
+lifetime`). :class:`RankArgumentParser` gives
 the torchrun scripts one message for a bad flag, printed by rank 0, instead of one per rank.
 """
 
@@ -20,7 +21,6 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
-import ctypes
 import datetime
 import importlib
 import json
@@ -28,7 +28,6 @@ import math
 import os
 import pickle
 import queue
-import shutil
 import signal
 import socket
 import subprocess
@@ -43,7 +42,7 @@ from typing import Any, Callable, NoReturn
 import torch
 import torch.distributed as dist
 
-from course_lib.parallel import failures
+from course_lib.parallel import failures, lifetime
 
 __all__ = [
     "Hello",
@@ -61,7 +60,6 @@ __all__ = [
     "resolve_backend",
     "shutdown",
     "stop_processes",
-    "watch_torchrun_agent",
     "whole_number",
 ]
 
@@ -70,12 +68,9 @@ HOST = "127.0.0.1"
 MAX_CPU_RANKS = 8
 #: How long (seconds) the launcher waits after a line for the other ranks' lines.
 GATHER = 0.02
-#: How often (seconds) a rank looks whether its launcher is still there.
-WATCH_INTERVAL = 0.2
 #: On a bad flag, the seconds the other ranks wait for rank 0 to report it: torchrun stops the
 #: whole group as soon as one rank exits, and rank 0 must not be stopped before it has spoken.
 RANK_ZERO_WAIT = 30.0
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>: the signal a process gets when its parent dies
 
 
 class LaunchError(RuntimeError):
@@ -323,7 +318,7 @@ def launch(target: str, nprocs: int = 2, kwargs: dict[str, Any] | None = None, *
     threads = threads or max(1, (os.cpu_count() or 1) // nprocs)
     lines: queue.Queue = queue.Queue()
     tails: dict[int, collections.deque] = {r: collections.deque(maxlen=20) for r in range(nprocs)}
-    # The ranks remove the folder themselves should this process die (see _die_with_parent).
+    # The ranks remove the folder themselves should this process die (see lifetime.die_with_parent).
     with tempfile.TemporaryDirectory(prefix="course-launch-",
                                      ignore_cleanup_errors=True) as results:
         command = [sys.executable, "-m", __name__, target, payload, results]
@@ -438,7 +433,7 @@ def init_worker(backend: str | None = None, timeout: float = 60.0) -> Worker:
     if "OMP_NUM_THREADS" in os.environ:
         torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     if "TORCHELASTIC_RUN_ID" in os.environ and "COURSE_LIB_LAUNCHER" not in os.environ:
-        watch_torchrun_agent()  # started by torchrun, not by launch(), which watches its own
+        lifetime.watch_torchrun_agent()  # started by torchrun, not by launch(), which watches its own
     if not dist.is_initialized():
         dist.init_process_group(backend, rank=rank, world_size=world,
                                 timeout=datetime.timedelta(seconds=timeout))
@@ -488,148 +483,10 @@ def hello(fail_on: int = -1, hang_on: int = -1) -> Hello:
     return Hello(worker.rank, worker.world_size, os.getpid(), float(total))
 
 
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:  # no /proc (macOS): the signal test is all there is
-        return True
-    return stat.rpartition(")")[2].split()[0] != "Z"
-
-
-def _leave(results: Path, orphaned: bool) -> NoReturn:
-    """End this rank and everything it started; remove the launch folder if no launcher will."""
-    if orphaned:
-        shutil.rmtree(results, ignore_errors=True)
-    if os.getpgrp() == os.getpid():  # the leader of its own group, as launch() starts it
-        os.killpg(os.getpid(), signal.SIGKILL)  # it, its subprocesses, its DataLoader workers
-    os._exit(128 + signal.SIGTERM)
-
-
-def _die_with_parent(launcher: int, results: Path) -> None:
-    """Make this rank end with its launcher, however the launcher ends (SIGKILL included).
-
-    On Linux the kernel sends the rank SIGTERM when its parent dies (prctl PR_SET_PDEATHSIG);
-    the parent is checked right after, should it have died before. A thread also watches the
-    parent (the only way on macOS, and in force while the main thread is busy in C code).
-    """
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        except (OSError, AttributeError):
-            pass  # the watching thread still notices
-    me, parent = os.getpid(), os.getppid()
-
-    def orphaned() -> bool:
-        return os.getppid() != parent or not _alive(launcher)
-
-    def on_sigterm(signum: int, frame: Any) -> None:
-        if os.getpid() != me:  # a forked child (a DataLoader worker) inherits this handler
-            signal.signal(signum, signal.SIG_DFL)
-            os.kill(os.getpid(), signum)
-            return
-        _leave(results, orphaned())
-
-    def watch() -> None:
-        while not orphaned():
-            time.sleep(WATCH_INTERVAL)
-        _leave(results, True)
-
-    signal.signal(signal.SIGTERM, on_sigterm)
-    if orphaned():
-        _leave(results, True)
-    threading.Thread(target=watch, name="watch-launcher", daemon=True).start()
-
-
-def _end_own_group() -> None:
-    """Stop every process this rank started (its process group's other members) as it ends.
-
-    ``launch`` starts each rank as the leader of a process group of its own: a subprocess the
-    rank's function started and left running (``sleep 300``, a server) would otherwise outlive
-    it. They get SIGTERM, then SIGKILL whatever is still there a moment later (Linux: found by
-    their group in ``/proc``).
-    """
-    me = os.getpid()
-    if os.getpgrp() != me:
-        return
-    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)  # not this rank itself
-    try:
-        os.killpg(me, signal.SIGTERM)
-    except OSError:
-        pass
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    deadline = time.monotonic() + 1.0
-    while (left := _group_members(me)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    for pid in left:
-        with contextlib.suppress(OSError):
-            os.kill(pid, signal.SIGKILL)
-
-
-def _group_members(group: int) -> list[int]:
-    """The live processes of process group ``group`` other than this one (Linux's /proc)."""
-    found = []
-    for entry in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = entry.read_text().rpartition(")")[2].split()
-        except OSError:
-            continue
-        pid = int(entry.parent.name)
-        if int(fields[2]) == group and pid != os.getpid() and fields[0] != "Z":
-            found.append(pid)
-    return found
-
-
-def watch_torchrun_agent() -> None:
-    """Under torchrun, end this rank when torchrun's agent (its parent) dies, SIGKILL included.
-
-    ``launch`` watches its ranks itself; ranks that torchrun started get the same guard from
-    :func:`init_worker`: the kernel's parent-death signal on Linux, and a thread that checks
-    the parent, so that no rank is left running, holding a port and a core, after torchrun
-    was killed.
-
-    Chapter 8, *Data parallelism with DDP*.
-    """
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-    parent = os.getppid()
-
-    def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(WATCH_INTERVAL)
-        os._exit(128 + signal.SIGTERM)
-
-    if parent == 1:  # already orphaned
-        os._exit(128 + signal.SIGTERM)
-    threading.Thread(target=watch, name="watch-torchrun", daemon=True).start()
-
-
-def _wait_for_peers() -> None:
-    """Wait until every rank has returned before this one closes its sockets.
-
-    A rank that leaves the group early closes its TCP connections; a peer still reading
-    its byte counters (:func:`course_lib.parallel.wire.wire_snapshot`) would then lose that
-    connection's bytes. A barrier that fails (a peer died) is the peer's failure to report.
-    """
-    if dist.is_initialized():
-        try:
-            dist.barrier()
-        except Exception:  # noqa: BLE001 - the launcher reports the rank that failed
-            pass
-
-
 def _worker_main(target: str, payload: str, results: str) -> int:
     """Run one rank: call the target, save its result as ``rank<r>.pkl``; 1 on failure."""
     rank, folder = int(os.environ["RANK"]), Path(results)
-    _die_with_parent(int(os.environ.get("COURSE_LIB_LAUNCHER", os.getppid())), folder)
+    lifetime.die_with_parent(int(os.environ.get("COURSE_LIB_LAUNCHER", os.getppid())), folder)
     module, _, name = target.partition(":")
     try:
         function = getattr(importlib.import_module(module), name)
@@ -642,7 +499,7 @@ def _worker_main(target: str, payload: str, results: str) -> int:
                 f"sent back to the launcher ({err}). Return what pickles: numbers, "
                 "strings, lists, dicts, tensors, dataclasses of a module; not a "
                 "lambda, an open file, a lock or a generator.")
-        _wait_for_peers()
+        lifetime.wait_for_peers()
     except SystemExit as stop:
         return failures.refuse(
             folder, rank, f"called sys.exit({stop.code!r}) in {target} instead of "
@@ -654,7 +511,7 @@ def _worker_main(target: str, payload: str, results: str) -> int:
         return 1
     finally:
         shutdown()
-        _end_own_group()
+        lifetime.end_own_group()
     return 0
 
 

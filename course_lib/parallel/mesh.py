@@ -112,7 +112,9 @@ class MeshRank:
     gradients and optimizer states it held; the tensor-parallel collectives of one step
     (by kind; DDP's all-reduce runs in C++, out of sight); and, with ``check``, the
     largest difference of its parameters from one process trained on the global batch,
-    and that process's losses.
+    and that process's losses; last, with ``check``, how the first step's gradient
+    shards (after the backward pass, before clipping) differ from that process's: the
+    largest difference on any rank, and the ratio of the norms over all ranks.
 
     Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
@@ -131,27 +133,50 @@ class MeshRank:
     collectives: dict[str, int]
     parameter_gap: float
     reference_history: tuple[float, ...]
+    gradient_gap: ddp.GradientGap | None = None
 
 
-def _reference_gap(model: torch.nn.Module, reference: torch.nn.Module,
-                   args: dict[str, Any], rank: int,
-                   dtype: str) -> tuple[float, tuple[float, ...]]:
-    """Rank 0 trains one process and sends its parameters: every rank's largest gap."""
+def _set_gradients(module: torch.nn.Module, flat: torch.Tensor) -> None:
+    """Give each parameter of ``module`` its part of the flat gradient ``flat``."""
+    offset = 0
+    for p in module.parameters():
+        p.grad = flat[offset:offset + p.numel()].view_as(p).clone()
+        offset += p.numel()
+
+
+def _reference_gaps(model: torch.nn.Module, gradients: dict[str, torch.Tensor],
+                    reference: torch.nn.Module, args: dict[str, Any], rank: int,
+                    dtype: str) -> tuple[float, ddp.GradientGap, tuple[float, ...]]:
+    """Rank 0 trains one process and sends its parameters and first gradient: every
+    rank's largest gaps from its shards of them, and the ratio of the gradients' norms."""
     device = next(model.parameters()).device  # NCCL sends only what is on the GPU
     flat = ddp.flat_parameters(reference).to(device)
+    grad = torch.zeros_like(flat)
     history = torch.zeros(args["steps"], dtype=torch.float64, device=device)
     if rank == 0:
         single = ddp.train_single(**args, dtype=dtype)
-        flat = single.parameters.to(device)
+        flat, grad = single.parameters.to(device), single.gradient.to(device)
         history = torch.tensor(single.history, dtype=torch.float64, device=device)
-    dist.broadcast(flat, 0)
-    dist.broadcast(history, 0)
+    for tensor in (flat, grad, history):
+        dist.broadcast(tensor, 0)
     torch.nn.utils.vector_to_parameters(flat.cpu(), reference.parameters())
+    _set_gradients(reference, grad.cpu())
     expected = tensor_parallel.reference_shards(model, reference)
-    gap = torch.tensor([max(float((p.detach().cpu() - expected[n]).abs().max())
-                            for n, p in model.named_parameters())], device=device)
-    dist.all_reduce(gap, op=dist.ReduceOp.MAX)
-    return float(gap), tuple(history.tolist())
+    expected_grads = tensor_parallel.reference_shards(model, reference, grads=True)
+    mine = {n: g.detach().cpu().double() for n, g in gradients.items()}
+    theirs = {n: g.double() for n, g in expected_grads.items()}
+    gaps = torch.tensor([max(float((p.detach().cpu() - expected[n]).abs().max())
+                             for n, p in model.named_parameters()),
+                         max(float((mine[n] - theirs[n]).abs().max()) for n in mine)],
+                        dtype=torch.float64, device=device)
+    squares = torch.tensor([sum(float(g.square().sum()) for g in mine.values()),
+                            sum(float(theirs[n].square().sum()) for n in mine)],
+                           dtype=torch.float64, device=device)  # replicas count alike
+    dist.all_reduce(gaps, op=dist.ReduceOp.MAX)
+    dist.all_reduce(squares)
+    ratio = math.sqrt(float(squares[0]) / float(squares[1]))
+    return (float(gaps[0]), ddp.GradientGap(float(gaps[1]), ratio),
+            tuple(history.tolist()))
 
 
 def train_mesh(tp: int = 2, steps: int = 3, global_batch: int = 4, seq_len: int = 32,
@@ -160,7 +185,8 @@ def train_mesh(tp: int = 2, steps: int = 3, global_batch: int = 4, seq_len: int 
     """Worker: train the course's GPT-2 on a (dp, tp) mesh of all ranks; a MeshRank.
 
     ``check``: rank 0 also trains one process on the global batch, and every rank
-    compares its parameters with its share of that process's.
+    compares its parameters, and its first gradient before clipping, with its share of
+    that process's.
 
     Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
@@ -180,6 +206,12 @@ def train_mesh(tp: int = 2, steps: int = 3, global_batch: int = 4, seq_len: int 
     recipe = ddp.recipe_for(steps, global_batch, seq_len, lr, seed, str(worker.device))
     clipped = functools.partial(TensorParallelAdamW, group=tp_group, clip=recipe.clip)
     states: dict[str, int] = {}
+    gradients: dict[str, torch.Tensor] = {}
+
+    def reduced(step: int) -> None:  # before the optimizer clips them
+        if step == 0 and check:
+            gradients.update({n: p.grad.detach().clone()
+                              for n, p in model.named_parameters()})
 
     def observe(step: int, loss: float, optimizer: torch.optim.Optimizer) -> None:
         calls.mark()
@@ -194,13 +226,14 @@ def train_mesh(tp: int = 2, steps: int = 3, global_batch: int = 4, seq_len: int 
                                  dataclasses.replace(recipe, clip=math.inf),
                                  batches=ddp.local_batches(tokenizer, recipe, dp,
                                                            dp_rank),
-                                 optimizer=clipped, on_step=observe, progress=False)
-    gap, reference_losses = math.nan, ()
+                                 optimizer=clipped, on_step=observe,
+                                 on_backward=reduced, progress=False)
+    gap, gradient_gap, reference_losses = math.nan, None, ()
     if check:
         args = {"steps": steps, "global_batch": global_batch, "seq_len": seq_len,
                 "lr": lr, "seed": seed}
-        gap, reference_losses = _reference_gap(model, reference, args, worker.rank,
-                                               dtype)
+        gap, gradient_gap, reference_losses = _reference_gaps(
+            model, gradients, reference, args, worker.rank, dtype)
     node = int(os.environ.get("GROUP_RANK", worker.rank // int(
         os.environ.get("LOCAL_WORLD_SIZE", worker.world_size))))
     last_step = calls.per_step()[-1]
@@ -209,7 +242,7 @@ def train_mesh(tp: int = 2, steps: int = 3, global_batch: int = 4, seq_len: int 
                     tuple(dist.get_process_group_ranks(dp_group)),
                     tuple(dist.get_process_group_ranks(tp_group)), tuple(history),
                     states, collective_counts(r.kind for r in last_step), gap,
-                    reference_losses)
+                    reference_losses, gradient_gap)
 
 
 def run_many(runs: Sequence[dict[str, Any]]) -> list[Any]:
@@ -275,11 +308,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                f"{list(r.tp_group)}, dp group {list(r.dp_group)}): final loss "
                f"{r.history[-1]:.4f}, {r.collectives.get('all-reduce', 0)} "
                "tensor-parallel all-reduces a step")
-    if args.check and r.rank == 0:
-        launch.say(f"one process on the global batch: max |difference| of the "
-                   f"parameters {r.parameter_gap:.2e}")
+    passed = True
+    if args.check:  # every rank knows the gaps; rank 0 says them
+        g, tolerance = r.gradient_gap, ddp.CHECK_TOLERANCE[args.dtype]
+        passed = r.parameter_gap <= tolerance and g.within(tolerance)
+        if r.rank == 0:
+            launch.say(f"one process on the global batch: max |difference| of the "
+                       f"parameters {r.parameter_gap:.2e} and of the first gradient "
+                       f"{g.max_difference:.2e}; gradient norm ratio {g.norm_ratio:.6f}"
+                       + ("" if passed else f"; check failed: a gap is over {tolerance:g}"))
     launch.shutdown()
-    return 0
+    return 0 if passed else 1
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ the all-reduce of a bucket as soon as the backward pass has filled it, while the
 on with earlier layers. A communication hook replaces that all-reduce; :func:`counting_hook` does
 the same averaging as DDP's default hook and writes down, for each bucket, its size, when it was
 ready and when its all-reduce finished. :func:`ring_hook` averages with the course's own ring
-all-reduce instead and also counts the bytes that really left this rank.
+all-reduce instead and also counts the bytes that really left this rank. :func:`summing_hook` is
+a broken one, for the parity checks to catch.
 """
 
 # No ``from __future__ import annotations`` here: DDP checks the hooks' annotations at run time.
@@ -18,7 +19,7 @@ import torch.distributed as dist
 
 from course_lib.parallel.ring import ring_all_reduce
 
-__all__ = ["BucketRecord", "Traffic", "counting_hook", "ring_hook"]
+__all__ = ["BucketRecord", "Traffic", "counting_hook", "ring_hook", "summing_hook"]
 
 
 @dataclass(frozen=True)
@@ -98,3 +99,23 @@ def ring_hook(state: Traffic, bucket: dist.GradBucket) -> torch.futures.Future[t
     future: torch.futures.Future[torch.Tensor] = torch.futures.Future()
     future.set_result(buffer)
     return future
+
+
+def summing_hook(state: Traffic, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """A broken hook: all-reduce without dividing by N, so every rank steps with N x the mean.
+
+    The sum where the mean belongs: PyTorch's gloo average did this in 2025
+    (pytorch/pytorch#162338). AdamW hardly notices, since its step divides each gradient by its
+    own root mean square, and clipping rescales it anyway; a comparison of the gradients before
+    clipping shows it (:func:`course_lib.parallel.ddp.gradient_gap`).
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    ready, round_ = time.perf_counter(), state._arrived(bucket)
+    future = dist.all_reduce(bucket.buffer(), async_op=True).get_future()
+
+    def finished(fut: torch.futures.Future) -> torch.Tensor:
+        state._record(bucket, round_, ready, None)
+        return fut.value()[0]
+
+    return future.then(finished)

@@ -38,8 +38,8 @@ import torch.distributed as dist
 from course_lib.numbers import memory
 from course_lib.parallel import launch
 from course_lib.parallel.collectives import Collectives, volume
-from course_lib.parallel.ddp import (check_batch, flat_parameters, fresh_model, local_batches,
-                                     rank_tokenizer, recipe_for, wrap_ddp)
+from course_lib.parallel.ddp import (check_batch, flat_gradients, flat_parameters, fresh_model,
+                                     local_batches, rank_tokenizer, recipe_for, wrap_ddp)
 from course_lib.parallel.wire import WireBytes, wire_snapshot
 from course_lib.text import training
 
@@ -119,6 +119,24 @@ class ZeroAdamW:
         self.measure, self.wire = measure, []
         self.first: dict[str, Any] | None = {} if keep_first else None
         self.first_record: dict[str, Any] = {}
+
+    def gradient_shards(self) -> list[torch.Tensor]:
+        """A copy of this rank's shard of each group's mean gradient, as the last step made it."""
+        return [shard.grad.clone() for _, _, shard in self.groups]
+
+    def gather_gradients(self, shards: Sequence[torch.Tensor]
+                         ) -> dict[torch.Tensor, torch.Tensor]:
+        """Each parameter's whole gradient from every rank's ``shards`` (a collective that is
+        not recorded in ``wire``): the parameters are the keys."""
+        whole = {}
+        for (params, flat, _), shard in zip(self.groups, shards):
+            gathered = torch.empty_like(flat)
+            getattr(dist, _ALL_GATHER)(gathered, shard)
+            offset = 0
+            for p in params:
+                whole[p] = gathered[offset:offset + p.numel()].view_as(p)
+                offset += p.numel()
+        return whole
 
     @property
     def param_groups(self) -> list[dict[str, Any]]:
@@ -202,6 +220,8 @@ class ZeroRank:
     each group after the first step (flat, unpadded); what the first step started from (stages 1
     and 2: the padded flat parameters and this rank's own gradients per group, weight decays,
     learning rate, betas); the number of parameters; and the final parameters as one vector.
+    Last, the first step's mean gradient as one vector in the order of the parameters (stages 1
+    and 2: this rank's shard as reduce-scattered, gathered after training).
 
     Chapter 9, *Sharding with ZeRO and FSDP*.
     """
@@ -218,6 +238,7 @@ class ZeroRank:
     first: dict[str, Any]
     n_params: int
     parameters: torch.Tensor
+    gradient: torch.Tensor | None = None
 
 
 def _groups(model: torch.nn.Module) -> list[list[torch.Tensor]]:
@@ -227,13 +248,15 @@ def _groups(model: torch.nn.Module) -> list[list[torch.Tensor]]:
 
 
 class _Meter:
-    """The ``on_step`` of :func:`train_zero`: wire bytes and collectives per step, states, groups."""
+    """The ``on_step`` of :func:`train_zero`: wire bytes and collectives per step, states, groups,
+    and the first step's mean gradient: DDP's whole, or this rank's shards of ZeroAdamW's."""
 
     def __init__(self, model: torch.nn.Module, calls: Collectives) -> None:
         self.model, self.calls = model, calls
         self.snapshots = [wire_snapshot()]
         self.states: dict[str, int] = {}
         self.after_first: list[torch.Tensor] = []
+        self.gradient: torch.Tensor | list[torch.Tensor] = []
 
     def __call__(self, step: int, loss: float, optimizer: Any) -> None:
         self.snapshots.append(wire_snapshot())
@@ -243,6 +266,9 @@ class _Meter:
                            else memory.model_state_bytes(self.model, optimizer))
             self.after_first = [torch.cat([p.detach().flatten().cpu() for p in group])
                                 for group in _groups(self.model)]
+            # clipping is off: DDP's gradients are still the mean; ZeroAdamW reduced into shards
+            self.gradient = (optimizer.gradient_shards() if isinstance(optimizer, ZeroAdamW)
+                             else flat_gradients(self.model))
 
 
 def train_zero(stage: int = 2, steps: int = 3, global_batch: int = 8, seq_len: int = 64,
@@ -284,10 +310,14 @@ def train_zero(stage: int = 2, steps: int = 3, global_batch: int = 8, seq_len: i
     opt = holder["optimizer"]
     first: dict[str, Any] = {}
     records: tuple[WireRecord, ...] = ()
+    gradient = meter.gradient
     if isinstance(opt, ZeroAdamW):
         first, records = opt.first_record, tuple(opt.wire)
+        whole = opt.gather_gradients(meter.gradient)
+        gradient = torch.cat([whole[p].flatten().cpu() for p in model.parameters()])
     wire = tuple(b - a for a, b in zip(meter.snapshots, meter.snapshots[1:]))
     return ZeroRank(worker.rank, worker.world_size, stage, tuple(history), meter.states,
                     tuple(volume(r) for r in calls.per_step()), wire, records,
                     tuple(meter.after_first), first,
-                    sum(p.numel() for p in model.parameters()), flat_parameters(model))
+                    sum(p.numel() for p in model.parameters()), flat_parameters(model),
+                    gradient)

@@ -173,6 +173,7 @@ def train(
     accumulate: int = 1,
     no_sync: bool = True,
     on_step: Callable[[int, float, torch.optim.Optimizer], None] | None = None,
+    on_backward: Callable[[int], None] | None = None,
     optimizer: Callable[..., torch.optim.Optimizer] | None = None,
     progress: bool = True,
     desc: str | None = None,
@@ -188,7 +189,10 @@ def train(
     micro-batches make one step, their losses divided by ``accumulate``; with ``no_sync`` (and a
     model that has ``no_sync()``, as DDP does) the gradients are all-reduced only after the last
     micro-batch. ``on_step(step, loss, optimizer)`` runs after each optimizer step, before the
-    gradients are cleared. The returned loss of a step is the mean of its micro-batches' losses.
+    gradients are cleared (so they are clipped by then); ``on_backward(step)`` runs after each
+    step's backward pass, before the clipping, when the gradients are those of the step's mean
+    loss (reduced across ranks by DDP or FSDP). The returned loss of a step is the mean of its
+    micro-batches' losses.
     Chapter 9 passes ``optimizer``, called as ``optimizer(param_groups, lr=..., betas=...)``
     instead of AdamW (``ZeroRedundancyOptimizer`` wrapping AdamW), and FSDP-sharded models, which
     stay where FSDP placed their shards.
@@ -219,6 +223,8 @@ def train(
         for group in opt.param_groups:
             group["lr"] = recipe.lr_at(step)
         losses = backward_micro_batches(model, micro_batches, device, no_sync)
+        if on_backward is not None:
+            on_backward(step)
         torch.nn.utils.clip_grad_norm_(trainable, recipe.clip)
         opt.step()
         history.append(sum(losses) / len(losses))
