@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from course_lib.exercises import checker
 from course_lib.exercises.checker import Case, Exercise, Misconception, same, summarize
 from course_lib.exercises.questions import Question
 
@@ -197,3 +198,31 @@ def test_a_worked_solution_must_pass(capsys):
 def test_a_tuple_of_tensors_shows_each_tensor():
     text = summarize((torch.zeros(2, 3, dtype=torch.long), torch.tensor([-100, 7])))
     assert text == "(tensor of shape (2, 3), int64: [0, 0, 0, 0, 0, 0]; tensor of shape (2,), int64: [-100, 7])"
+
+
+# --- "not done yet" only for the stub (issue 39) -------------------------------------------------
+
+def _exercise() -> Exercise:
+    return Exercise("to_u32", "Cast to uint32 and add one.", lambda x: x + 1,
+                    [Case((torch.arange(3),), "three")])
+
+
+def test_a_real_not_implemented_error_is_reported_with_the_learners_line():
+    def to_u32(x):
+        y = x.to(torch.uint32)
+        raise NotImplementedError("\"neg_cpu\" not implemented for 'UInt32'")  # as torch says
+
+    feedback = _exercise().check(to_u32)
+    assert not feedback.passed and "Not done yet" not in feedback.message
+    assert "NotImplementedError" in feedback.message and "UInt32" in feedback.message
+    assert "line" in feedback.message  # the learner's line is named
+
+
+def test_the_untouched_stub_is_still_not_done_yet():
+    def to_u32(x):
+        """Cast, add one."""
+        raise NotImplementedError  # your code here
+
+    feedback = _exercise().check(to_u32)
+    assert feedback.message.startswith("Not done yet: to_u32")
+    assert checker.is_stub(to_u32) and not checker.is_stub(lambda x: x)

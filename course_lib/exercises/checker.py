@@ -8,11 +8,14 @@ code raises, and a clear stop when it hangs.
 
 from __future__ import annotations
 
+import ast
 import copy
+import inspect
 import linecache
 import math
 import numbers
 import signal
+import textwrap
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -22,7 +25,8 @@ import torch
 
 from course_lib.exercises.wrapping import wrap
 
-__all__ = ["Case", "Exercise", "Feedback", "Misconception", "same", "show", "summarize"]
+__all__ = ["Case", "Exercise", "Feedback", "Misconception", "is_stub", "is_stub_source", "same", "show",
+           "summarize"]
 
 #: The mime type of the machine-readable result a checker displays next to its text (read by grading).
 MIME = "application/vnd.course-lib.exercise+json"
@@ -232,6 +236,35 @@ def _learner_line(err: BaseException, fn: Callable[..., Any]) -> tuple[int, str]
     return found, linecache.getline(code.co_filename, found).strip()
 
 
+def is_stub_source(source: str) -> bool:
+    """Whether a function's source is a stub: its body only a docstring and ``raise NotImplementedError``.
+
+    Used by the library's other modules.
+    """
+    try:
+        body = ast.parse(textwrap.dedent(source)).body[0].body
+    except (SyntaxError, IndexError, AttributeError):
+        return False
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    if len(body) != 1 or not isinstance(body[0], ast.Raise) or body[0].exc is None:
+        return False
+    exc = body[0].exc.func if isinstance(body[0].exc, ast.Call) else body[0].exc
+    return isinstance(exc, ast.Name) and exc.id == "NotImplementedError"
+
+
+def is_stub(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` is still the exercise's stub (not a learner's code that hit torch's own
+    NotImplementedError, such as an operation a dtype lacks).
+
+    Used by the library's other modules.
+    """
+    try:
+        return is_stub_source(inspect.getsource(fn))
+    except (OSError, TypeError):  # no source to read: judge by the error alone
+        return True
+
+
 @dataclass
 class Exercise:
     """A code exercise: the learner's function against ``reference`` on hidden cases, with feedback that teaches.
@@ -268,8 +301,10 @@ class Exercise:
             mine = Case(copy.deepcopy(case.args), case.label, copy.deepcopy(case.kwargs))
             try:
                 got = _call_with_timeout(fn, mine, self.timeout_s)
-            except NotImplementedError:
-                return Feedback(self.name, False, say["not_done"].format(name=function_name(fn)), case.label)
+            except NotImplementedError as err:  # "not done" only for the untouched stub
+                if is_stub(fn):
+                    return Feedback(self.name, False, say["not_done"].format(name=function_name(fn)), case.label)
+                return Feedback(self.name, False, self._raised(err, fn, case), case.label)
             except _Timeout:
                 text = say["timeout"].format(seconds=self.timeout_s, label=case.label, name=function_name(fn))
                 return Feedback(self.name, False, text, case.label)

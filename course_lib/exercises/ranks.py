@@ -11,7 +11,6 @@ An exception in the learner's code comes back as one line of feedback at the lea
 
 from __future__ import annotations
 
-import ast
 import importlib
 import inspect
 import math
@@ -25,7 +24,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from course_lib.exercises.checker import PHRASES, Case, Exercise, Feedback, function_name, summarize
+from course_lib.exercises.checker import (PHRASES, Case, Exercise, Feedback, function_name,
+                                          is_stub_source, summarize)
 from course_lib.parallel import launch
 
 __all__ = ["RankExercise", "learner_source", "run_programs"]
@@ -68,20 +68,6 @@ def learner_source(fn: Callable[..., Any]) -> tuple[str, str, int]:
     except (OSError, TypeError) as err:
         raise ValueError(str(err)) from None
     return textwrap.dedent("".join(lines)), code.co_filename, max(first, 1)
-
-
-def _is_stub(source: str) -> bool:
-    """Whether the function's body is only a docstring and ``raise NotImplementedError``."""
-    try:
-        body = ast.parse(source).body[0].body
-    except (SyntaxError, IndexError, AttributeError):
-        return False
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-        body = body[1:]
-    if len(body) != 1 or not isinstance(body[0], ast.Raise) or body[0].exc is None:
-        return False
-    exc = body[0].exc.func if isinstance(body[0].exc, ast.Call) else body[0].exc
-    return isinstance(exc, ast.Name) and exc.id == "NotImplementedError"
 
 
 def _program(fn: Callable[..., Any]) -> dict[str, Any]:
@@ -129,7 +115,7 @@ def _error(err: BaseException, program: dict[str, Any]) -> dict[str, Any]:
         tb = tb.tb_next
     message = _GLOO_PATH.sub("", str(err))
     return {"error": f"{type(err).__name__}: {textwrap.shorten(message, 240)}", "line": line,
-            "not_done": isinstance(err, NotImplementedError), "at": time.time()}
+            "not_done": False, "at": time.time()}  # a stub never reaches the ranks
 
 
 def run_programs(programs: list[dict[str, Any]], cases: list[dict[str, Any]], inputs: str,
@@ -199,7 +185,7 @@ class RankExercise(Exercise):
             except ValueError as err:
                 out[i] = Feedback(self.name, False, texts["no_source"].format(name=name, error=err))
                 continue
-            if _is_stub(learners[i].get("source", "")):
+            if is_stub_source(learners[i].get("source", "")):
                 out[i] = Feedback(self.name, False, say["not_done"].format(name=name))
                 del learners[i]
         if not learners:
