@@ -190,3 +190,20 @@ def test_many_functions_get_in_one_launch_what_each_gets_alone(importable, monke
     assert [f.passed for f in together] == [False, True, False, False, False]
     assert len(launches) == 2  # one for all, one for the function after the one that raised
     assert set(_children()) <= importable  # no rank left behind
+
+
+def _helper(x):
+    return x
+
+
+def uses_a_helper(x):
+    """A learner's answer that calls a helper defined beside it, not inside it."""
+    y = _helper(x).clone()
+    dist.all_reduce(y)
+    return y
+
+
+def test_a_helper_left_outside_the_function_is_explained(importable):
+    feedback = EXERCISE.check(uses_a_helper)
+    assert not feedback.passed and "NameError" in feedback.message
+    assert "travels to the ranks alone" in feedback.message

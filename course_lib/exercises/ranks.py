@@ -39,7 +39,9 @@ TEXTS = {
                    "waits forever: give every send its receive on the other rank, and do not let "
                    "every rank receive before it sends.",
            "failed": "The ranks running {name} failed outside your code: {error}",
-           "on_rank": " (rank {rank})"},
+           "on_rank": " (rank {rank})",
+           "alone": "\n  The function travels to the ranks alone, without the notebook's other "
+                    "names: define the helpers and imports it uses inside it."},
     "nl": {"no_source": "De broncode van {name} is niet te lezen ({error}), en de ranks hebben "
                         "die nodig: definieer de functie met def in een notebookcel (of een "
                         "bestand) en voer deze cel opnieuw uit.",
@@ -48,7 +50,9 @@ TEXTS = {
                    "dat niemand stuurt, wacht eeuwig: geef elke send zijn receive op de andere "
                    "rank, en laat niet elke rank eerst ontvangen.",
            "failed": "De ranks die {name} uitvoeren faalden buiten je code: {error}",
-           "on_rank": " (rank {rank})"},
+           "on_rank": " (rank {rank})",
+           "alone": "\n  De functie reist alleen naar de ranks, zonder de andere namen van het "
+                    "notebook: definieer de hulpfuncties en imports die ze gebruikt erin."},
 }
 
 _GLOO_PATH = re.compile(r"\[[^\]\s]*\.(?:cc|cpp|h):\d+\] ")  # gloo's "[/path/file.cc:78] "
@@ -255,6 +259,8 @@ class RankExercise(Exercise):
             return Feedback(self.name, False, say["not_done"].format(name=name), case.label)
         text = say["raised"].format(error=error["error"], label=case.label)
         text += texts["on_rank"].format(rank=error["rank"])
+        if error["error"].startswith("NameError"):  # a helper or import left in the notebook
+            text += texts["alone"]
         if error["line"] is not None:
             text += "\n  " + say["at"].format(line=error["line"][0], function=name,
                                               source=error["line"][1])
