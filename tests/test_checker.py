@@ -226,3 +226,24 @@ def test_the_untouched_stub_is_still_not_done_yet():
     feedback = _exercise().check(to_u32)
     assert feedback.message.startswith("Not done yet: to_u32")
     assert checker.is_stub(to_u32) and not checker.is_stub(lambda x: x)
+
+
+def test_feedback_names_the_first_difference_and_what_differs_when_the_values_agree():
+    expected = torch.tensor([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0])
+    later = expected.clone()
+    later[7] = 9.0  # beyond the six values summarize shows
+    assert checker.difference(expected, later) == "first difference at index 7: expected 8, got 9"
+    assert checker.difference(expected, expected[:, None]) == (
+        "same values, but shape (8,) was expected, got (8, 1)")
+    assert checker.difference(expected, expected.double()) == (
+        "same values, but dtype float32 was expected, got float64")
+    assert checker.difference(expected, expected.numpy()) == (
+        "same values, but a torch.Tensor was expected, got a ndarray")
+    grid = torch.zeros(2, 3, dtype=torch.int64)
+    other = grid.clone()
+    other[1, 2] = 5
+    assert checker.difference(grid, other) == "first difference at index [1, 2]: expected 0, got 5"
+    assert checker.difference(1.0, 2.0) is None and checker.difference(expected, expected) is None
+    exercise = Exercise("ident", "Return x.", lambda x: x, [Case((expected,), "eight")])
+    message = exercise.check(lambda x: x[:, None]).message
+    assert "same values, but shape (8,) was expected, got (8, 1)" in message

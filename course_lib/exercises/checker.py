@@ -25,8 +25,8 @@ import torch
 
 from course_lib.exercises.wrapping import wrap
 
-__all__ = ["Case", "Exercise", "Feedback", "Misconception", "is_stub", "is_stub_source", "same", "show",
-           "summarize"]
+__all__ = ["Case", "Exercise", "Feedback", "Misconception", "difference", "is_stub",
+           "is_stub_source", "same", "show", "summarize"]
 
 #: The mime type of the machine-readable result a checker displays next to its text (read by grading).
 MIME = "application/vnd.course-lib.exercise+json"
@@ -43,6 +43,10 @@ PHRASES = {
         "at": "at line {line} of {function}: {source}",
         "timeout": "Stopped after {seconds:g} s on the case {label!r}: {name} did not return. Look for "
                    "a loop that never ends, or work that grows too fast with the input.",
+        "first": "first difference at index {index}: expected {expected}, got {got}",
+        "same_shape": "same values, but shape {expected} was expected, got {got}",
+        "same_dtype": "same values, but dtype {expected} was expected, got {got}",
+        "same_type": "same values, but a {expected} was expected, got a {got}",
     },
     "nl": {
         "passed": "Geslaagd: {name} klopt in alle {n} verborgen gevallen ({labels}).",
@@ -55,6 +59,10 @@ PHRASES = {
         "at": "op regel {line} van {function}: {source}",
         "timeout": "Gestopt na {seconds:g} s in het geval {label!r}: {name} kwam niet terug. Zoek een "
                    "lus die nooit eindigt, of werk dat te snel groeit met de invoer.",
+        "first": "eerste verschil op index {index}: verwacht {expected}, gekregen {got}",
+        "same_shape": "dezelfde waarden, maar vorm {expected} werd verwacht, gekregen {got}",
+        "same_dtype": "dezelfde waarden, maar dtype {expected} werd verwacht, gekregen {got}",
+        "same_type": "dezelfde waarden, maar een {expected} werd verwacht, gekregen een {got}",
     },
 }
 
@@ -151,6 +159,44 @@ def summarize(value: Any, items: int = 6, language: str = "en") -> str:
         return f"{value:.6g}"
     text = repr(value)
     return text if len(text) <= 120 else text[:117] + "..."
+
+
+def difference(expected: Any, got: Any, rtol: float = 1e-5, atol: float = 1e-8,
+               language: str = "en") -> str | None:
+    """Where ``got`` first differs from ``expected`` (tensors), or what differs when the values agree.
+
+    Used by the library's other modules.
+    """
+    say = PHRASES[language]
+    if isinstance(expected, torch.Tensor) and not isinstance(got, torch.Tensor):
+        try:
+            values = torch.as_tensor(got, dtype=expected.dtype)
+        except (TypeError, ValueError, RuntimeError):
+            return None
+        if values.shape == expected.shape and same(expected, values, rtol, atol):
+            return say["same_type"].format(expected="torch.Tensor", got=type(got).__name__)
+        return None
+    if not (isinstance(expected, torch.Tensor) and isinstance(got, torch.Tensor)):
+        return None
+    dtype = str(expected.dtype).removeprefix("torch.")
+    if got.shape != expected.shape:
+        if got.numel() == expected.numel() and same(expected.flatten(),
+                                                    got.flatten().to(expected.dtype), rtol, atol):
+            return say["same_shape"].format(expected=tuple(expected.shape), got=tuple(got.shape))
+        return None
+    cast = got.to(expected.dtype)
+    if got.dtype != expected.dtype and same(expected, cast, rtol, atol):
+        return say["same_dtype"].format(expected=dtype, got=str(got.dtype).removeprefix("torch."))
+    if expected.is_floating_point() or expected.is_complex():
+        apart = ~torch.isclose(cast.cpu(), expected.cpu(), rtol=rtol, atol=atol, equal_nan=True)
+    else:
+        apart = cast.cpu() != expected.cpu()
+    if not apart.any():
+        return None
+    index = tuple(int(i) for i in torch.nonzero(apart)[0])
+    return say["first"].format(index=list(index) if len(index) != 1 else index[0],
+                               expected=summarize(expected[index].item(), language=language),
+                               got=summarize(got[index].item(), language=language))
 
 
 def show(feedback: Feedback) -> None:
@@ -329,6 +375,9 @@ class Exercise:
                  f"  {say['input']}: {self._inputs(case)}",
                  f"  {say['expected']}: {summarize(expected, language=self.language)}",
                  f"  {say['got']}: {summarize(got, language=self.language)}"]
+        where = difference(expected, got, self.rtol, self.atol, self.language)
+        if where is not None:
+            lines.append(f"  {where}")
         for known in self.misconceptions:
             try:
                 wrong = known.wrong(*copy.deepcopy(case.args), **copy.deepcopy(case.kwargs))
