@@ -158,7 +158,7 @@ def _bad_plan(rng: random.Random) -> dict:
             p["gpu"] = "custom"
         return p
     kind = rng.choice(
-        ["tp", "heads", "pp", "mp", "shard", "batch", "missing", "gpus", "link"]
+        ["tp", "heads", "pp", "mp", "shard", "batch", "missing", "gpus", "link", "memory"]
     )
     if kind == "tp":
         p["tp"] = rng.choice([3, 16, 32])
@@ -194,6 +194,8 @@ def _bad_plan(rng: random.Random) -> dict:
             p.update(gpu="custom", gpu_memory_gb=None)
     elif kind == "gpus":
         p.update(gpus_per_node=1024, nodes=rng.choice([2048, 1_000_000]))
+    elif kind == "memory":  # less than the CUDA context and the margin take
+        p.update(gpu_memory_gb=rng.choice([0.5, 0.8]))
     else:
         p.update(
             node_link="custom", node_alpha_us=None, node_beta_gbs=rng.choice([None, 10])
@@ -746,3 +748,10 @@ def test_the_view_opens_on_memory_or_on_everything():
     assert '"focus": "all"' in planner()._repr_html_()
     with pytest.raises(ValueError, match="focus must be one of all, memory"):
         planner(focus="time")
+
+
+@pytest.mark.parametrize("language", ["en", "nl"])
+def test_less_gpu_memory_than_the_context_takes_is_refused_with_the_least(language):
+    with pytest.raises(ValueError, match=r"848 MB.*805 MB.*5 %"):
+        plan(Plan(gpu_memory_gb=0.5), language=language)
+    assert plan(Plan(gpu_memory_gb=0.9)).memory.usable > 0  # just above: a little is left

@@ -450,6 +450,10 @@ def check(plan: Plan, language: str = "en") -> Setup:
                 else v["gpu_tflops"] * 1e12)
         own_link = _KEY_OF_LINK[accelerator.gpu_link or accelerator.host_link]
         host_key = _KEY_OF_LINK[accelerator.host_link]
+    if capacity * (1 - memory.ALLOCATOR_MARGIN) <= memory.CUDA_CONTEXT_BYTES:
+        least = math.ceil(memory.CUDA_CONTEXT_BYTES / (1 - memory.ALLOCATOR_MARGIN) / 1e6)
+        raise fail("plan_err_gpu_memory", least=least, margin=round(100 * memory.ALLOCATOR_MARGIN),
+                   context=round(memory.CUDA_CONTEXT_BYTES / 1e6))
     node_link = _link(v["node_link"] or own_link, v["node_alpha_us"],
                       v["node_beta_gbs"], ("node_alpha_us", "node_beta_gbs"), language)
     network_link = _link(v["network_link"], v["net_alpha_us"], v["net_beta_gbs"],

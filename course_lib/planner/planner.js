@@ -233,6 +233,11 @@
       ownLink = gpu.own_link;
       hostKey = gpu.host_link;
     }
+    var margin = T.constants.margin, context = T.constants.cuda_context;
+    if (capacity * (1 - margin) <= context) {
+      throw fail("plan_err_gpu_memory", { least: Math.ceil(context / (1 - margin) / 1e6),
+        margin: Math.round(100 * margin), context: Math.round(context / 1e6) });
+    }
     var nodeLink = chooseLink(v.node_link || ownLink, v.node_alpha_us, v.node_beta_gbs,
       ["node_alpha_us", "node_beta_gbs"], T, language);
     var networkLink = chooseLink(v.network_link, v.net_alpha_us, v.net_beta_gbs,
@@ -842,7 +847,8 @@
       { share: this.pct(time.bubble_share, 1), pp: s.pp, micro: d(s.micro_batches) });
     this.q("dp").textContent = this.t("plan_dp_hidden", { dp: this.dec(time.dp, 3),
       hidden: this.dec(time.dp - time.dp_exposed, 3) });
-    this.q("train").textContent = this.t("plan_train", { days: this.dec(r.days, 1),
+    var train = s.gpus === 1 ? "plan_train_one" : "plan_train";
+    this.q("train").textContent = this.t(train, { days: this.dec(r.days, 1),
       gpus: d(s.gpus), gpu_hours: d(r.gpu_hours), tokens: this.short(s.tokens) });
     this.q("mfu").textContent = this.t("plan_mfu",
       { achieved: this.pct(r.achieved_mfu, 1), assumed: this.pct(s.mfu, 0) });

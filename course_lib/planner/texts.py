@@ -71,6 +71,10 @@ PLAN_EN: dict[str, str] = {
     "plan_err_missing_gpu": (
         "a custom GPU needs its {what}: give it, or choose a GPU type"
     ),
+    "plan_err_gpu_memory": (
+        "GPU memory must be more than {least} MB: the CUDA context ({context} MB) and the "
+        "allocator's margin ({margin} %) leave nothing for tensors below that"
+    ),
     "plan_err_missing_link": (
         "a custom link needs its {what}: give it, or choose a link"
     ),
@@ -195,6 +199,7 @@ PLAN_EN: dict[str, str] = {
     "plan_train": (
         "{days} days on {gpus} GPUs, {gpu_hours} GPU-hours, for {tokens} tokens"
     ),
+    "plan_train_one": "{days} days on 1 GPU, {gpu_hours} GPU-hours, for {tokens} tokens",
     "plan_mfu": "achieved MFU {achieved} (assumed {assumed} while computing)",
     "plan_dp_hidden": (
         "data-parallel communication {dp} s, of which {hidden} s hide behind compute"
@@ -263,6 +268,10 @@ PLAN_NL: dict[str, str] = {
     ),
     "plan_err_missing_gpu": (
         "een eigen GPU heeft {what} nodig: vul het in, of kies een GPU-type"
+    ),
+    "plan_err_gpu_memory": (
+        "het GPU-geheugen moet meer dan {least} MB zijn: de CUDA-context ({context} MB) en de "
+        "marge van de allocator ({margin} %) laten daaronder niets over voor tensors"
     ),
     "plan_err_missing_link": (
         "een eigen verbinding heeft {what} nodig: vul het in, of kies een verbinding"
@@ -391,6 +400,7 @@ PLAN_NL: dict[str, str] = {
     "plan_train": (
         "{days} dagen op {gpus} GPU's, {gpu_hours} GPU-uren, voor {tokens} tokens"
     ),
+    "plan_train_one": "{days} dagen op 1 GPU, {gpu_hours} GPU-uren, voor {tokens} tokens",
     "plan_mfu": "behaalde MFU {achieved} (aangenomen {assumed} tijdens het rekenen)",
     "plan_dp_hidden": (
         "communicatie van het dataparallellisme {dp} s, waarvan {hidden} s achter het "
