@@ -9,6 +9,7 @@ import pytest
 
 from course_lib.chapters import ch10
 from course_lib.hardware import roofline
+from course_lib.numbers import memory
 from course_lib.parallel import cost_model
 
 
@@ -53,6 +54,13 @@ def test_time_to_train_table_says_what_fits_and_the_sharding_that_makes_it_fit()
     assert fits["1 L40S"] == "no: ZeRO-3 over 3 fits" and fits["8 A100"] == "yes"
     assert fits["no memory given"] == "-"
     assert float(column(t, "needed per device (GB)")["1 L40S"]) > 112  # 16 bytes x 7e9 + activations
+    # fits? is decided against chapter 2's usable memory, not the capacity
+    usable = memory.GPU("A100", a100.memory).usable
+    assert column(t, "usable for tensors (GB)")["8 A100"] == f"{usable / 1e9:,.1f}"
+    assert column(t, "memory per device (GiB)")["8 A100"] == f"{a100.memory / memory.GIB:,.0f}"
+    need = roofline.training_memory_per_device(1.5e9, 1).total
+    roomy = {"x": (1e12, 1, 1.01 * need)}  # the capacity holds it, its usable part does not
+    assert column(ch10.time_to_train_table(1.5e9, 1e9, roomy), "fits?")["x"].startswith("no")
     assert "112 GB of model states" in t.title
     with pytest.raises(ValueError, match="FLOP/s per device"):
         ch10.time_to_train_table(7e9, 1e9, {"x": (1e12,)})

@@ -215,21 +215,27 @@ def offload_table(n_params: Sequence[float] = (1.3e9, 7e9, 13e9), gpus: int = 8,
 
 
 def zero_paper_table() -> Table:
-    """The ZeRO paper's 7.5B / 64 GPU example, chapter 2's estimator, and DeepSpeed's convention.
+    """The ZeRO paper's 7.5B / 64 GPU example, chapter 2's estimator, and DeepSpeed's estimators.
+
+    DeepSpeed's ``estimate_zero2_model_states_mem_needs`` (no offload) counts 2Ψ + 18Ψ/N at
+    stage 2 since its 2024 fix (pull request #5099) and counted 4Ψ + 16Ψ/N before it, the figure
+    older guides still quote; stage 3 is 18Ψ/N in both (its largest-layer term left out here).
 
     Chapter 9, *Sharding with ZeRO and FSDP*.
     """
     n, gpus = 7.5e9, 64
+    # 18 bytes a parameter: 16 of the paper plus 4 of FP32 gradients for accumulation
+    since_2024 = {2: 2 * n + 18 * n / gpus, 3: 18 * n / gpus}
+    before = {2: 4 * n + 16 * n / gpus, 3: 18 * n / gpus}
     rows = []
     for stage, paper in ZERO_PAPER_GB.items():
         ours = memory.training_memory(n, "bf16-mixed", gpus=gpus, zero_stage=stage).model_states
-        # DeepSpeed's estimate_zero2/zero3_model_states_mem_needs (no offload), 18 bytes a
-        # parameter with 4 of FP32 gradients; stage 3's largest-layer term left out.
-        deepspeed = {2: 2 * n + 18 * n / gpus, 3: 18 * n / gpus}.get(stage)
-        rows.append([stage, f"{paper:g}", f"{ours / 1e9:.1f}",
-                     f"{deepspeed / 1e9:.1f}" if deepspeed else "-"])
+        deepspeed = [f"{d[stage] / 1e9:.1f}" if stage in d else "-"
+                     for d in (since_2024, before)]
+        rows.append([stage, f"{paper:g}", f"{ours / 1e9:.1f}", *deepspeed])
     return Table(["ZeRO stage", "paper (GB)", "chapter 2's estimator (GB)",
-                  "DeepSpeed's estimator, 18 bytes (GB)"], rows,
+                  "DeepSpeed's estimator since 2024, 18 bytes (GB)",
+                  "DeepSpeed's estimator before 2024 (GB)"], rows,
                  title="Model states per GPU: 7.5B parameters, mixed precision Adam, 64 GPUs")
 
 

@@ -119,7 +119,7 @@ def gpu_table(dtype: str = "bf16", this_machine: roofline.Roof | None = None) ->
         rows.append([gpu.name, f"{gpu.dense[dtype] / 1e12:,.1f}",
                      f"{gpu.sparse[dtype] / 1e12:,.0f}" if dtype in gpu.sparse else "-",
                      f"{gpu.dense['tf32'] / 1e12:,.1f}", f"{gpu.sparse['tf32'] / 1e12:,.0f}",
-                     f"{gpu.dense['fp32'] / 1e12:,.1f}", f"{gpu.memory / 1e9:.0f}",
+                     f"{gpu.dense['fp32'] / 1e12:,.1f}", f"{gpu.memory / memory.GIB:.0f}",
                      f"{gpu.bandwidth / 1e12:.2f}", f"{dtype} dense", f"{roof.ridge:,.0f}",
                      gpu.gpu_link or "none (PCIe)", gpu.source])  # fmt: skip
     if this_machine is not None:
@@ -128,7 +128,7 @@ def gpu_table(dtype: str = "bf16", this_machine: roofline.Roof | None = None) ->
                      f"{this_machine.ridge:,.0f}", "-", "measured here"])  # fmt: skip
     return Table(["GPU", f"{dtype} dense TFLOP/s", f"{dtype} with 2:4 sparsity",
                   "tf32 tensor cores, dense", "tf32 with 2:4 sparsity", "fp32 (no tensor cores)",
-                  "memory (GB)", "bandwidth (TB/s)", "roofline uses", "ridge (FLOP/byte)",
+                  "memory (GiB)", "bandwidth (TB/s)", "roofline uses", "ridge (FLOP/byte)",
                   "GPU-to-GPU link", "source"], rows,
                  title="published figures in TFLOP/s (dense unless marked) and this machine's "
                        "measured roof; the ridge point is the roofline's figure over the bandwidth")
@@ -417,12 +417,14 @@ def time_to_train_table(n_params: float, tokens: float,
     """Time to train with C = 6 N D on each machine, and whether training fits in its memory.
 
     ``machines`` maps a name to ``(FLOP/s per device, devices)`` or ``(FLOP/s per device,
-    devices, bytes of memory per device)``. With the memory, the table adds what each device must
-    hold by chapter 2's estimator (BF16 mixed precision with Adam: 16 bytes of model states per
-    parameter, sharded over the devices with ZeRO-3 / FSDP when there are several, plus the
-    activations of one sequence of ``seq_len`` tokens with activation checkpointing, the margin
-    the title states) and whether it fits; where it does not, the fewest devices of that kind
-    over which ZeRO-3 makes it fit.
+    devices, bytes of memory per device)``. With the memory, the table adds the part of it that
+    tensors can use (chapter 2's :attr:`~course_lib.numbers.memory.GPU.usable`: the capacity
+    less the allocator's margin and the CUDA context), what each device must hold by chapter 2's
+    estimator (BF16 mixed precision with Adam: 16 bytes of model states per parameter, sharded
+    over the devices with ZeRO-3 / FSDP when there are several, plus the activations of one
+    sequence of ``seq_len`` tokens with activation checkpointing, the margin the title states)
+    and whether that fits in the usable memory; where it does not, the fewest devices of that
+    kind over which ZeRO-3 makes it fit.
 
     Chapter 10, *Hardware for LLM training*.
     """
@@ -437,26 +439,29 @@ def time_to_train_table(n_params: float, tokens: float,
         row = [name, devices, f"{peak / 1e12:,.3g}", _duration(seconds)]
         if len(spec) == 3:
             capacity = positive(spec[2], f"memory per device of {name!r} (bytes)")
+            usable = memory.GPU(name, capacity).usable
             need = roofline.training_memory_per_device(n_params, devices, shape, seq_len).total
-            fits = need <= capacity
             verdict = "yes"
-            if not fits:
-                fewest = roofline.devices_to_fit(n_params, capacity, shape, seq_len)
+            if need > usable:
+                fewest = roofline.devices_to_fit(n_params, usable, shape, seq_len)
                 verdict = (f"no: ZeRO-3 over {fewest} fits" if fewest
                            else "no: not even with ZeRO-3")
-            row += [f"{capacity / 1e9:,.0f}", f"{need / 1e9:,.1f}", verdict]
+            row += [f"{capacity / memory.GIB:,.0f}", f"{usable / 1e9:,.1f}",
+                    f"{need / 1e9:,.1f}", verdict]
         else:
-            row += ["-", "-", "-"]
+            row += ["-", "-", "-", "-"]
         rows.append(row)
     states = roofline.training_memory_per_device(n_params, 1, shape, seq_len)
     return Table(["machine", "devices", "peak TFLOP/s per device", "time to train",
-                  "memory per device (GB)", "needed per device (GB)", "fits?"], rows,
+                  "memory per device (GiB)", "usable for tensors (GB)",
+                  "needed per device (GB)", "fits?"], rows,
                  title=f"N = {n_params:.3g} parameters, D = {tokens:.3g} tokens: C = 6 N D = "
                        f"{flops:.2e} FLOPs at {utilisation:.0%} of peak; needed = "
                        f"{states.model_states / 1e9:,.0f} GB of model states (BF16 mixed "
                        "precision, Adam), sharded over the devices (ZeRO-3) when there are "
                        f"several, + activations of 1 sequence of {seq_len} tokens with "
-                       "checkpointing (chapter 2's estimator)")
+                       "checkpointing (chapter 2's estimator); it fits when the usable memory "
+                       "holds it")
 
 
 def _duration(seconds: float) -> str:

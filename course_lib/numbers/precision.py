@@ -97,7 +97,9 @@ def cast(values: Any, name: str) -> torch.Tensor:
 
     Numbers and lists become float32 tensors first (as a model's FP32 tensors would be). torch's
     casts overflow to inf (FP16, BF16, E5M2) except ``float8_e4m3fn``, which has no inf: torch 2.13
-    saturates at +-448, torch 2.11 gives NaN (clamp first to saturate on any version).
+    saturates every value beyond 448 (inf included) to +-448; torch 2.11 rounds first and gives
+    NaN for what rounds past 448 (beyond 464, halfway to 480), on the CPU as on a GPU, so the
+    version decides, not the device (clamp first to saturate on any version).
 
     Chapter 3, *Number formats*.
     """

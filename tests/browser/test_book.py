@@ -246,7 +246,8 @@ PLANNER_PAGES = {
         {"model": "llama3-405b", "nodes": 1024, "tp": 8, "pp": 16, "zero": 1, "checkpointing": True},
         "en", "all"),
     "notebooks/11_beyond_data_parallelism.html": (
-        {"model": "gpt3-175b", "gpu": "a100-80", "nodes": 128, "tp": 8, "pp": 8, "checkpointing": True},
+        {"model": "gpt3-175b", "gpu": "a100-80", "nodes": 128, "tp": 8, "pp": 8, "checkpointing": True,
+         "network_link": "ib-hdr"},
         "en", "all"),
     "notebooks/nl/kwantisatie.html": (
         {"model": "custom", "params": 1e9, "layers": _SHAPE.n_layers, "hidden": _SHAPE.hidden,
