@@ -216,7 +216,7 @@ def test_dutch_edition_renders_offline_with_its_widgets_in_dutch(offline_page, b
     plan = page.locator(".course-plan")
     plan.locator(".course-plan-ui[data-fits]").wait_for(timeout=30_000)
     assert "Geheugen per GPU" in plan.inner_text()
-    assert plan.locator("[data-role=verdict]").inner_text().startswith("past: 22,05 GB van de 75,19 GB")
+    assert plan.locator("[data-role=verdict]").inner_text().startswith("past: 22,05 GB van de 80,80 GB")
     # The bit explorer: Dutch labels, the stored value as Python writes it; a click moves to the next value.
     explorer = page.locator(".course-bitx").first
     stored = explorer.locator("[data-role=stored]")
