@@ -130,6 +130,7 @@ def test_link_figures_match_the_datasheets():
         "NVLink 4 (H100)": 900e9 / 2,  # H100 SXM: 900 GB/s
         "InfiniBand HDR": 200e9 / 8,   # 200 Gb/s per port and direction
         "InfiniBand NDR": 400e9 / 8,   # 400 Gb/s
+        "RoCE 400G": 400e9 / 8,        # Llama 3 405B: RoCE at 400 Gb/s per GPU
         "Ethernet 100G": 100e9 / 8,
     }
     assert {name: link.bandwidth for name, link in LINKS.items()} == per_direction

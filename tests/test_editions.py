@@ -101,7 +101,7 @@ def test_the_table_reader_finds_cells_and_names_what_is_missing():
 
 def test_one_billion_fp32_weights():
     gb = memory.gb(memory.weight_memory(N, "fp32"))
-    assert f"1B parameters x 4 bytes = {english(gb, 2)} GB  (notes: 4 GB)" in _printed(MEMORY)
+    assert f"1B parameters x 4 bytes = {english(gb, 2)} GB  (lecture notes: 4 GB)" in _printed(MEMORY)
     assert f"1 miljard parameters x 4 bytes = {dutch(gb, 2)} GB" in _printed(DUTCH)
 
 
