@@ -210,7 +210,7 @@ def _exercise() -> Exercise:
 def test_a_real_not_implemented_error_is_reported_with_the_learners_line():
     def to_u32(x):
         y = x.to(torch.uint32)
-        raise NotImplementedError("\"neg_cpu\" not implemented for 'UInt32'")  # as torch says
+        return y.abs() + 1  # torch: "abs_cpu" not implemented for 'UInt32'
 
     feedback = _exercise().check(to_u32)
     assert not feedback.passed and "Not done yet" not in feedback.message
@@ -226,6 +226,12 @@ def test_the_untouched_stub_is_still_not_done_yet():
     feedback = _exercise().check(to_u32)
     assert feedback.message.startswith("Not done yet: to_u32")
     assert checker.is_stub(to_u32) and not checker.is_stub(lambda x: x)
+
+    def half_written(x):
+        y = x + 1
+        raise NotImplementedError  # the learner's next line is still to come
+
+    assert _exercise().check(half_written).message.startswith("Not done yet: half_written")
 
 
 def test_feedback_names_the_first_difference_and_what_differs_when_the_values_agree():
