@@ -26,7 +26,7 @@ import torch
 from course_lib.exercises.wrapping import wrap
 
 __all__ = ["Case", "Exercise", "Feedback", "Misconception", "difference", "is_stub",
-           "is_stub_source", "same", "show", "summarize"]
+           "is_stub_raise", "is_stub_source", "same", "show", "summarize"]
 
 #: The mime type of the machine-readable result a checker displays next to its text (read by grading).
 MIME = "application/vnd.course-lib.exercise+json"
@@ -288,7 +288,15 @@ def _not_done(err: NotImplementedError, fn: Callable[..., Any]) -> bool:
     where = _learner_line(err, fn)
     if where is None or not where[1]:  # no source to read: the stub, if it looks like one
         return is_stub(fn)
-    return where[1].startswith("raise NotImplementedError")
+    return is_stub_raise(where[1])
+
+
+def is_stub_raise(line: str) -> bool:
+    """Whether a learner's source line is a stub's ``raise NotImplementedError``.
+
+    Used by the library's other modules.
+    """
+    return line.strip().startswith("raise NotImplementedError")
 
 
 def is_stub_source(source: str) -> bool:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import math
 import re
 import shutil
 import sys
@@ -22,6 +21,7 @@ from typing import Sequence
 
 import nbformat
 
+from course_lib.base.checks import positive
 from course_lib.exercises.checker import MIME
 
 __all__ = ["GradeRow", "grade_notebook", "grade_table", "learner_copies", "learner_copy", "main"]
@@ -120,7 +120,7 @@ def grade_notebook(path: str | Path, timeout_s: float = 120.0) -> list[GradeRow]
         raise ImportError("grading runs notebooks with nbclient and ipykernel: pip install "
                           "nbclient ipykernel, then grade again") from err
 
-    timeout_s = _check_timeout(timeout_s)
+    timeout_s = positive(timeout_s, "the timeout (seconds per cell, e.g. 120)")
     path = Path(path)
     nb = without_solutions(nbformat.read(path, as_version=4))
     with tempfile.TemporaryDirectory(prefix="course-grade-") as folder:
@@ -132,15 +132,6 @@ def grade_notebook(path: str | Path, timeout_s: float = 120.0) -> list[GradeRow]
         except DeadKernelError as err:  # grade what ran; the rest shows as "did not run"
             print(f"{path.name}: the kernel died: {err}", file=sys.stderr)
     return [_timed_out(row, timeout_s) for row in read_results(nb)]
-
-
-def _check_timeout(timeout_s: object) -> float:
-    """A cell's time limit: a finite number of seconds > 0, else one message."""
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) \
-            or not math.isfinite(timeout_s) or timeout_s <= 0:
-        raise ValueError(f"the timeout is seconds per cell, a finite number > 0 (e.g. 120), "
-                         f"got {timeout_s!r}")
-    return float(timeout_s)
 
 
 def _timed_out(row: GradeRow, timeout_s: float) -> GradeRow:
@@ -277,7 +268,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"wrote {len(written)} learner copies into {args.dest}")
         return 0
     try:
-        _check_timeout(args.timeout)
+        positive(args.timeout, "the timeout (seconds per cell, e.g. 120)")
     except ValueError as err:
         print(f"{PROG} grade: error: --timeout: {err}.", file=sys.stderr)
         return 2

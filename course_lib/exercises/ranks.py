@@ -25,7 +25,7 @@ import torch
 import torch.distributed as dist
 
 from course_lib.exercises.checker import (PHRASES, Case, Exercise, Feedback, function_name,
-                                          is_stub_source, summarize)
+                                          is_stub_raise, is_stub_source, summarize)
 from course_lib.parallel import launch
 
 __all__ = ["RankExercise", "learner_source", "run_programs"]
@@ -120,7 +120,7 @@ def _error(err: BaseException, program: dict[str, Any]) -> dict[str, Any]:
     message = _GLOO_PATH.sub("", str(err))
     return {"error": f"{type(err).__name__}: {textwrap.shorten(message, 240)}", "line": line,
             "not_done": isinstance(err, NotImplementedError) and line is not None
-            and line[1].startswith("raise NotImplementedError"), "at": time.time()}
+            and is_stub_raise(line[1]), "at": time.time()}
 
 
 def run_programs(programs: list[dict[str, Any]], cases: list[dict[str, Any]], inputs: str,

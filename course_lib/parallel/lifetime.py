@@ -31,6 +31,13 @@ WATCH_INTERVAL = 0.2
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>: the signal a process gets when its parent dies
 
 
+def _sigterm_when_parent_dies() -> None:
+    """On Linux, have the kernel send this process SIGTERM when its parent dies (prctl)."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
 def alive(pid: int) -> bool:
     """Whether process ``pid`` runs (a zombie, dead but not yet reaped, does not).
 
@@ -70,11 +77,7 @@ def die_with_parent(launcher: int, results: Path) -> None:
 
     Used by the library's other modules.
     """
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        except (OSError, AttributeError):
-            pass  # the watching thread still notices
+    _sigterm_when_parent_dies()  # else the watching thread still notices
     me, parent = os.getpid(), os.getppid()
 
     def orphaned() -> bool:
@@ -153,9 +156,7 @@ def watch_torchrun_agent() -> None:
 
     Used by the library's other modules.
     """
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    _sigterm_when_parent_dies()
     parent = os.getppid()
 
     def watch() -> None:
