@@ -3,6 +3,9 @@
 # driving chromium or Chrome in JupyterLab and on the built book; COURSE_BROWSER=/path picks one) and
 # the wheel job (tests/test_wheel.py: the course built, installed in a fresh virtual environment, run).
 # Sets up .venv and builds the book first when they are missing. Extra arguments go to pytest.
+# The notebooks the book build just executed stand for nbval's run while they are fresh (no notebook,
+# library file or package changed since: tools/executed.py, tests/test_executed.py), so that no
+# notebook is executed twice; COURSE_NBVAL=execute has nbval execute them again anyway.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,4 +15,7 @@ if [ ! -f book/_build/html/index.html ]; then
   bash scripts/build.sh
 fi
 export PYTHONHASHSEED=0
+if [ "${COURSE_NBVAL:-}" != "execute" ] && .venv/bin/python tools/executed.py --fresh; then
+  set -- --ignore=notebooks "$@"
+fi
 exec .venv/bin/python -m pytest "$@"

@@ -50,7 +50,8 @@ from course_lib.hardware.stream import bytes_label
 from course_lib.parallel import cost_model, launch
 from course_lib.parallel.cost_model import Link
 
-__all__ = ["AllReduceSweep", "allreduce_sweep", "main", "measure_allreduce", "sweep_table"]
+__all__ = ["AllReduceSweep", "allreduce_sweep", "main", "measure_allreduce", "sweep_table",
+           "time_allreduce"]
 
 #: The element types a sweep can all-reduce.
 _DTYPES: tuple[str, ...] = ("fp32", "fp16", "bf16")
@@ -171,44 +172,54 @@ def allreduce_sweep(sizes: list[int] | None = None, repeats: int = 5, warmup: in
                     dtype: str = "fp32") -> AllReduceSweep:
     """Worker: time ``repeats`` all-reduces of every message size (bytes), interleaved; return them.
 
-    Runs on every rank, inside the process group (joined and left here). For each size a tensor
-    of that many bytes of ``dtype`` lives on the rank's device; ``warmup`` untimed calls per size
-    come first. Each timed call follows a barrier, and the device is synchronised before and
-    after it; each call's time is the largest over the ranks (the all-reduce is done when the
-    last rank is), the same on every rank. ``sizes`` None: powers of 4 from 4 KiB to 16 MiB
-    (gloo) or 256 MiB (NCCL).
+    Runs on every rank: joins the process group, runs :func:`time_allreduce`, and leaves.
+    ``sizes`` None: powers of 4 from 4 KiB to 16 MiB (gloo) or 256 MiB (NCCL).
+
+    Chapter 10, *Hardware for LLM training*.
+    """
+    worker = launch.init_worker()
+    try:
+        return time_allreduce(worker, sizes, repeats, warmup, dtype)
+    finally:
+        launch.shutdown()
+
+
+def time_allreduce(worker: launch.Worker, sizes: list[int] | None = None, repeats: int = 5,
+                   warmup: int = 2, dtype: str = "fp32") -> AllReduceSweep:
+    """The sweep of :func:`allreduce_sweep`, in a process group this rank has joined already.
+
+    For each size a tensor of that many bytes of ``dtype`` lives on the rank's device; ``warmup``
+    untimed calls per size come first. Each timed call follows a barrier, and the device is
+    synchronised before and after it; each call's time is the largest over the ranks (the
+    all-reduce is done when the last rank is), the same on every rank. A worker that has just
+    trained calls this to measure the link under the same conditions as its run.
 
     Chapter 10, *Hardware for LLM training*.
     """
     torch_dtype = _dtype(dtype)
     repeats = positive(repeats, "repeats", integer=True)
     warmup = _check_warmup(warmup)
-    if sizes is not None:
-        sizes = _check_sizes(sizes, torch_dtype)
-    worker = launch.init_worker()
-    try:
-        device = worker.device
-        sizes = _default_sizes(worker.backend) if sizes is None else sizes
-        tensors = [torch.zeros(s // torch_dtype.itemsize, dtype=torch_dtype, device=device)
-                   for s in sizes]  # zeros: the sums stay zero, however many calls
-        for x in tensors:
-            for _ in range(warmup):
-                dist.all_reduce(x)
-        sync(device)
-        times: list[list[float]] = [[] for _ in sizes]
-        for _ in range(repeats):
-            for i, x in enumerate(tensors):
-                _barrier(worker)
-                start = time.perf_counter()
-                dist.all_reduce(x)
-                sync(device)
-                times[i].append(time.perf_counter() - start)
-        slowest = torch.tensor(times, dtype=torch.float64, device=device)
-        dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
-        return AllReduceSweep(tuple(sizes), tuple(map(tuple, slowest.cpu().tolist())),
-                              worker.world_size, worker.backend, dtype.strip().lower())
-    finally:
-        launch.shutdown()
+    device = worker.device
+    sizes = (_default_sizes(worker.backend) if sizes is None
+             else _check_sizes(sizes, torch_dtype))
+    tensors = [torch.zeros(s // torch_dtype.itemsize, dtype=torch_dtype, device=device)
+               for s in sizes]  # zeros: the sums stay zero, however many calls
+    for x in tensors:
+        for _ in range(warmup):
+            dist.all_reduce(x)
+    sync(device)
+    times: list[list[float]] = [[] for _ in sizes]
+    for _ in range(repeats):
+        for i, x in enumerate(tensors):
+            _barrier(worker)
+            start = time.perf_counter()
+            dist.all_reduce(x)
+            sync(device)
+            times[i].append(time.perf_counter() - start)
+    slowest = torch.tensor(times, dtype=torch.float64, device=device)
+    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+    return AllReduceSweep(tuple(sizes), tuple(map(tuple, slowest.cpu().tolist())),
+                          worker.world_size, worker.backend, dtype.strip().lower())
 
 
 def measure_allreduce(sizes: Sequence[int] | None = None, nprocs: int = 2, repeats: int = 5,

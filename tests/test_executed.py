@@ -1,0 +1,104 @@
+"""nbval's checks on the notebooks the book build executed, when they are still fresh.
+
+``scripts/test.sh`` runs these instead of nbval's second execution of every notebook when
+``tools/executed.py --fresh`` says the book build's executed copies match the notebooks, the library
+and the installed packages now (see that tool); otherwise they skip and nbval executes the notebooks.
+Each check is nbval's: no cell raised (unless tagged ``raises-exception``), and every cell tagged
+``nbval-check-output`` equals the committed output after ``tests/sanitize.cfg``'s sanitizers, by
+nbval's own comparison (``IPyNbCell.compare_outputs``, streams coalesced as nbval does).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import OrderedDict
+from pathlib import Path
+from types import SimpleNamespace
+
+import nbformat
+import pytest
+from nbval.plugin import IPyNbCell, coalesce_streams, get_sanitize_patterns, nocolors
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import executed  # noqa: E402  (tools/ is not a package)
+
+#: nbval 0.11's IPyNbFile.skip_compare (images skipped: no --nbdime), the keys it never compares.
+SKIP_COMPARE = ("metadata", "traceback", "prompt_number", "output_type", "name", "execution_count",
+                "application/vnd.jupyter.widget-view+json", "image/png", "image/jpeg")
+PATTERNS = OrderedDict(get_sanitize_patterns((ROOT / "tests" / "sanitize.cfg").read_text()))
+
+
+class _Comparison:
+    """What ``IPyNbCell.compare_outputs`` reads of its cell: the file's settings, colours, a report."""
+
+    compare_outputs = IPyNbCell.compare_outputs
+    sanitize = IPyNbCell.sanitize
+
+    def __init__(self) -> None:
+        self.parent = SimpleNamespace(skip_compare=SKIP_COMPARE, sanitize_patterns=PATTERNS)
+        self.colors = nocolors
+        self.comparison_traceback: list[str] = []
+
+    def format_output_compare(self, key: str, left, right) -> None:
+        self.comparison_traceback += [f"mismatch '{key}'", "committed:", str(left),
+                                      "executed by the book build:", str(right)]
+
+
+def problems(committed: nbformat.NotebookNode, ran: nbformat.NotebookNode) -> list[str]:
+    """Each way ``ran`` fails nbval against ``committed`` (``--nbval-lax``): [] when it passes."""
+    found = []
+    sources = [(c.cell_type, c.source) for c in committed.cells]
+    if sources != [(c.cell_type, c.source) for c in ran.cells]:
+        return ["the executed copy is of other cells than the committed notebook"]
+    for i, (mine, theirs) in enumerate(zip(committed.cells, ran.cells)):
+        if mine.cell_type != "code":
+            continue
+        tags = mine.metadata.get("tags", [])
+        errors = [o for o in theirs.outputs if o.output_type == "error"]
+        if errors and "raises-exception" not in tags:
+            found.append(f"cell {i} raised {errors[0].ename}: {errors[0].evalue}")
+        if "nbval-check-output" in tags:
+            comparison = _Comparison()
+            if not comparison.compare_outputs(coalesce_streams(theirs.outputs),
+                                              coalesce_streams(mine.outputs)):
+                found.append(f"cell {i}'s output differs from the committed one:\n"
+                             + "\n".join(comparison.comparison_traceback))
+    return found
+
+
+REASON = executed.stale()
+
+
+@pytest.mark.skipif(bool(REASON), reason=f"nbval executes the notebooks instead: {REASON}")
+@pytest.mark.parametrize("notebook", [str(p) for p in executed.notebooks()])
+def test_the_book_builds_execution_passes_nbval(notebook):
+    committed = nbformat.read(executed.NOTEBOOKS / notebook, as_version=4)
+    ran = nbformat.read(executed.EXECUTED / notebook, as_version=4)
+    assert not problems(committed, ran), "\n".join(problems(committed, ran))
+
+
+def _notebook(outputs: list[dict], tags: list[str]) -> nbformat.NotebookNode:
+    cell = nbformat.v4.new_code_cell("print(x)", metadata={"tags": tags})
+    cell.outputs = [nbformat.from_dict(o) for o in outputs]
+    return nbformat.v4.new_notebook(cells=[cell])
+
+
+def test_the_check_fails_where_nbval_fails():
+    """Raised cells, changed checked outputs and other cells fail; sanitized differences pass."""
+    def out(text: str, name: str = "stdout") -> dict:
+        return {"output_type": "stream", "name": name, "text": text}
+
+    checked = ["nbval-check-output"]
+    same = _notebook([out("took 1.5 s\n")], checked)
+    assert problems(same, _notebook([out("took 2 s\n")], checked)) == []  # a timing
+    assert problems(same, _notebook([out("took 1.5 s\n"), out("")], checked)) == []  # coalesced
+    assert "differs" in problems(same, _notebook([out("took 1.5 s, 3 steps\n")], checked))[0]
+    assert problems(_notebook([out("a\n")], []), _notebook([out("b\n")], [])) == []  # lax
+    error = {"output_type": "error", "ename": "AssertionError", "evalue": "", "traceback": []}
+    assert "raised AssertionError" in problems(_notebook([], []), _notebook([error], []))[0]
+    assert problems(_notebook([], ["raises-exception"]),
+                    _notebook([error], ["raises-exception"])) == []
+    other = _notebook([], [])
+    other.cells[0].source = "print(y)"
+    assert "other cells" in problems(_notebook([], []), other)[0]
