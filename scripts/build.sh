@@ -4,7 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Each phase ends with a line "==> phase NAME: N s" (benchmarks/fresh_build.py reads them).
+started=$SECONDS
+took() { echo "==> phase $1: $((SECONDS - started)) s"; started=$SECONDS; }
+
 bash scripts/setup.sh
+took install
 export PYTHONHASHSEED=0
 
 echo "==> fetching the book's view-time JavaScript from the npm registry"
@@ -17,16 +22,19 @@ fi
 vendor=book/_vendor/vendor
 rm -rf book/_vendor && mkdir -p "$vendor/mathjax"
 cp -r book/node_modules/mathjax/es5/. "$vendor/mathjax/"
+took npm
 
 echo "==> checking that every notebook's badges and setup cell match course_lib/_about.py"
 .venv/bin/python tools/notebooks.py --check
 
 echo "==> training (or loading from the cache) every model the notebooks use"
 .venv/bin/python -m course_lib prepare
+took prepare
 
 echo "==> executing every notebook and building the book"
 .venv/bin/jupyter-book build book --warningiserror --keep-going --all
 # scripts/test.sh checks these executed copies as nbval would rather than executing every notebook
 # again, for as long as no notebook, library file or package changes (tools/executed.py).
 .venv/bin/python tools/executed.py --stamp
+took book
 echo "==> book built: book/_build/html/index.html"

@@ -23,6 +23,13 @@ def one_moment(n_params, precision):
             "master_weights": 4 * n_params if half else 0, "optimizer_states": 4 * n_params}
 
 
+def sixteen_bit_moments(n_params, precision):
+    half = precision != "fp32"
+    w = 2 if half else 4
+    return {"weights": w * n_params, "gradients": w * n_params,
+            "master_weights": 4 * n_params if half else 0, "optimizer_states": 2 * w * n_params}
+
+
 def in_bits(n_params, precision):
     half = precision != "fp32"
     w = 16 if half else 32
@@ -63,6 +70,7 @@ def wide_masks(s, b, h, a, e, d):
 
 WRONG = {
     "adam_model_states": {"forgotten master copy": no_master, "one Adam moment": one_moment,
+                          "16-bit Adam moments": sixteen_bit_moments,
                           "bits for bytes": in_bits, "a master copy in fp32 too": master_always,
                           "FP32 gradients": fp32_gradients},
     "activation_bytes_per_layer": {"scores grow with s, not s²": scores_linear,

@@ -79,6 +79,15 @@ def decode_no_subnormals(bits):
     return s * (1 + m / 8) * 2.0 ** (e - 7)  # the implicit 1 even when e == 0
 
 
+def decode_subnormal_exponent_minus_7(bits):
+    s, e, m = _decode_parts(bits)
+    if e == 15 and m == 7:
+        return math.nan
+    if e == 0:
+        return s * m / 8 * 2.0 ** (0 - 7)  # field 0 read as exponent 0 - bias
+    return s * (1 + m / 8) * 2.0 ** (e - 7)
+
+
 def decode_ieee_like(bits):
     s, e, m = _decode_parts(bits)
     if e == 15:
@@ -92,7 +101,8 @@ WRONG = {
     "encode_e4m3": {"round half away": encode_half_away, "truncation": encode_truncated,
                     "flush to zero": encode_flushing, "IEEE-like E4M3 (max 240)": encode_ieee_like},
     "decode_e4m3": {"wrong bias": decode_bias_8, "no subnormals": decode_no_subnormals,
-                    "IEEE-like E4M3": decode_ieee_like},
+                    "IEEE-like E4M3": decode_ieee_like,
+                    "subnormal exponent -7": decode_subnormal_exponent_minus_7},
 }
 
 

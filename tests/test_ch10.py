@@ -1,12 +1,14 @@
 """Chapter 10's tables (course_lib.chapters.ch10) that carry facts: the GPU table's TF32 and FP32
 columns and the figure the roofline uses, the all-reduce table's separate bandwidth and latency
-sources (an assumption never credited to a datasheet), the time-to-train table's "fits?" column
-with the ZeRO-3 sharding that makes a model fit, and the two offload schemes' host RAM."""
+sources (an assumption never credited to a datasheet), each source cited as the book cites it,
+the time-to-train table's "fits?" column with the ZeRO-3 sharding that makes a model fit, and
+the two offload schemes' host RAM."""
 
 from __future__ import annotations
 
 import pytest
 
+from course_lib.base.tables import cite
 from course_lib.chapters import ch10
 from course_lib.hardware import roofline
 from course_lib.numbers import memory
@@ -38,10 +40,21 @@ def test_allreduce_table_sources_latency_apart_from_bandwidth():
     guessed = cost_model.Link("guessed latency", 12.5e9, 3e-5, "nvidia_connectx6")
     t = ch10.allreduce_table(14e9, 8, ["NVLink 4 (H100)", guessed, fitted])
     latency, bandwidth = column(t, "latency source"), column(t, "bandwidth source")
-    assert latency["NVLink 4 (H100)"] == "nccl_tuning_model" and bandwidth["NVLink 4 (H100)"] == "nvidia_h100"
-    assert bandwidth["guessed latency"] == "nvidia_connectx6"
+    # Each source as the book cites it (its label on the bibliography page), never its key.
+    assert latency["NVLink 4 (H100)"] == cite("nccl_tuning_model") == "NVIDIA (2024)"
+    assert bandwidth["NVLink 4 (H100)"] == cite("nvidia_h100") == "NVIDIA (2026g)"
+    assert bandwidth["guessed latency"] == cite("nvidia_connectx6")
     assert latency["guessed latency"] == "assumption"  # never the adapter's datasheet
     assert latency["fitted"] == bandwidth["fitted"] == "measured here"
+
+
+def test_the_datasheet_and_platform_tables_cite_their_sources():
+    sources = column(ch10.gpu_table("bf16"), "source")
+    assert sources == {name: cite(gpu.source) for name, gpu in roofline.DATASHEETS.items()}
+    assert sources["H100 SXM"] == "NVIDIA (2026g)"
+    platforms = column(ch10.platform_table(), "source")
+    assert platforms == {"Intel Xeon W-3400": "Intel (2023)",
+                         "AMD Threadripper PRO 7000 WX": "AMD (2023)"}
 
 
 def test_time_to_train_table_says_what_fits_and_the_sharding_that_makes_it_fit():

@@ -30,6 +30,10 @@ def mfu_macs(tokens_per_second, n_params, layers, hidden, seq_len, peak_flops):
     return tokens_per_second * (3 * n_params + 6 * layers * hidden * seq_len) / peak_flops
 
 
+def mfu_percent(tokens_per_second, n_params, layers, hidden, seq_len, peak_flops):
+    return 100 * tokens_per_second * (6 * n_params + 12 * layers * hidden * seq_len) / peak_flops
+
+
 def mfu_no_attention(tokens_per_second, n_params, layers, hidden, seq_len, peak_flops):
     return tokens_per_second * 6 * n_params / peak_flops
 
@@ -38,7 +42,7 @@ WRONG = {
     "matmul_intensity": {"FLOPs for MACs": intensity_macs, "bits for bytes": intensity_bits,
                          "only the weights' bytes": intensity_weights_only},
     "model_flops_utilisation": {"forgot the backward pass": mfu_forward_only, "FLOPs for MACs": mfu_macs,
-            "forgot attention": mfu_no_attention},
+            "forgot attention": mfu_no_attention, "percent for a fraction": mfu_percent},
 }
 
 

@@ -243,8 +243,10 @@ def test_feedback_names_the_first_difference_and_what_differs_when_the_values_ag
         "same values, but shape (8,) was expected, got (8, 1)")
     assert checker.difference(expected, expected.double()) == (
         "same values, but dtype float32 was expected, got float64")
-    assert checker.difference(expected, expected.numpy()) == (
-        "same values, but a torch.Tensor was expected, got a ndarray")
+    assert checker.difference(expected, expected.tolist()) == (
+        "same values, but a torch.Tensor was expected, got a list")
+    assert checker.difference(expected, expected.double().numpy()) == (  # read as a tensor
+        "same values, but dtype float32 was expected, got float64")
     grid = torch.zeros(2, 3, dtype=torch.int64)
     other = grid.clone()
     other[1, 2] = 5

@@ -111,8 +111,14 @@ def test_each_prediction_names_its_misconceptions(name, key):
     assert measured and all(v >= 0 for v in measured.values()), "measure returns components"
     fixed = dataclasses.replace(prediction, measure=lambda: measured)
     total = sum(measured.values())
-    assert fixed.check(total).passed
+
+    def times(factor):  # the answer off by ``factor``: each component, where each is asked
+        if prediction.components:
+            return {k: v * factor for k, v in measured.items()}
+        return total * factor
+
+    assert fixed.check(times(1)).passed
     assert prediction.misconceptions, f"{name}.{key}: name at least one misconception"
     for factor, explain in prediction.misconceptions:
-        feedback = fixed.check(total * factor)
+        feedback = fixed.check(times(factor))
         assert not feedback.passed and feedback.misconception == explain, feedback.message

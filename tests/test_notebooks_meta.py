@@ -293,3 +293,103 @@ def test_every_figure_is_numbered_captioned_and_described(path):
         assert len(alt.split()) >= 6 and not a_path, (path.name, c.id)
         names.append(figure["name"])
     assert len(names) == len(set(names)), f"{path.name}: two figures share a name"
+
+
+# --- What the book shows: citations, collapsed answers, a quiet setup ----------------
+
+BIB = notebooks.ROOT / "book" / "references.bib"
+
+
+def _bibliography_keys() -> list[str]:
+    """The keys of book/references.bib, less those that are the name of what they cite.
+
+    ``bitsandbytes`` is the library's name as well as its entry's key: a key that its own
+    entry's title names as a word may appear as that name.
+    """
+    keys = []
+    for entry in re.split(r"\n(?=@)", BIB.read_text(encoding="utf-8")):
+        m = re.match(r"@\s*(\w+)\s*\{\s*([^,\s]+)\s*,", entry)
+        if not m or m.group(1).lower() in ("comment", "preamble", "string"):
+            continue
+        title = re.search(r"^\s*title\s*=\s*(.*)$", entry, re.MULTILINE | re.IGNORECASE)
+        words = re.findall(r"[\w-]+", (title.group(1) if title else "").replace("{", ""))
+        if m.group(2) not in words:
+            keys.append(m.group(2))
+    return keys
+
+
+BIB_KEYS = _bibliography_keys()
+#: A key as a word of its own, not part of an address, a path or a longer name.
+BIB_KEY = re.compile(r"(?<![\w/.-])(" + "|".join(map(re.escape, BIB_KEYS)) + r")(?![\w-])")
+
+
+def test_the_bibliography_keys_are_read_and_few_are_names():
+    assert len(BIB_KEYS) > 100 and "narayanan2021megatron" in BIB_KEYS
+    assert {"nvidia_h100", "rajbhandari2020zero"} <= set(BIB_KEYS)
+    assert "bitsandbytes" not in BIB_KEYS  # the library's name: "8-bit Adam (bitsandbytes)"
+    for text in ("source: narayanan2021megatron", "<td>nvidia_h100</td>", "(nvidia_l40s)"):
+        assert BIB_KEY.search(text), text
+    for text in ("see Narayanan et al. (2021)", "nvidia_h100x", "docs/nvidia_h100.html"):
+        assert not BIB_KEY.search(text), text
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
+def test_outputs_cite_sources_never_by_their_bibliography_key(path):
+    """A reader meets "Narayanan et al. (2021)" (tables.cite), not narayanan2021megatron."""
+    nb = nbformat.read(path, as_version=4)
+    found = [(c.get("id"), m.group(0)) for c in nb.cells if c.cell_type == "code"
+             for text in notebooks.output_texts(c) for m in BIB_KEY.finditer(text)]
+    assert not found, (f"{path.name}: {len(found)} bibliography key(s) in outputs, e.g. "
+                       f"{found[:3]}: cite them (course_lib.base.tables.cite)")
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
+def test_a_worked_solution_collapses_with_its_output(path):
+    """The book hides a solution's code and output behind one button (myst-nb's hide-cell),
+    JupyterLab both (source_hidden, outputs_hidden): a prediction's answer is its output."""
+    nb = nbformat.read(path, as_version=4)
+    language = notebooks.notebook_language(notebooks.notebook_name(path))
+    solutions = [c for c in nb.cells if "solution" in c.metadata.get("tags", [])]
+    for cell in solutions:
+        assert notebooks.HIDE_CELL in cell.metadata.tags, (cell.id, STAMP)
+        assert cell.metadata.jupyter == {"source_hidden": True, "outputs_hidden": True}
+        assert cell.metadata.get("collapsed") is True, cell.id
+        assert cell.metadata.mystnb == notebooks.SOLUTION_PROMPTS[language], cell.id
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
+def test_the_setup_cell_is_one_line_in_the_book_and_still_runs(path):
+    nb = nbformat.read(path, as_version=4)
+    setup = nb.cells[2]
+    language = notebooks.notebook_language(notebooks.notebook_name(path))
+    assert notebooks.SETUP_TAG in setup.metadata.tags
+    assert notebooks.HIDE_CELL in setup.metadata.tags, STAMP  # code and report collapsed
+    assert not {t for t in setup.metadata.tags if t.startswith(("remove", "skip"))}
+    prompts = notebooks.SETUP_PROMPTS[language]
+    assert setup.metadata.mystnb == prompts
+    assert "\n" not in prompts["code_prompt_show"] and len(prompts["code_prompt_show"]) < 90
+    assert "Colab" in prompts["code_prompt_show"]
+    # It runs: in the book's build, under nbval and on Colab, where a learner sees it.
+    assert setup.outputs and "jupyter" not in setup.metadata
+
+
+def test_the_collapsing_is_stamped_and_idempotent(tmp_path, monkeypatch):
+    for path in PATHS:
+        assert notebooks.stamp(path, write=False) is False, f"{path.name}: {STAMP}"
+    copy = tmp_path / "04_quantizing_pi.ipynb"
+    nb = nbformat.read(notebooks.NOTEBOOK_DIR / copy.name, as_version=4)
+    monkeypatch.setattr(notebooks, "NOTEBOOK_DIR", tmp_path)
+    for cell in nb.cells:  # as before the book collapsed outputs
+        cell.metadata.pop("mystnb", None)
+        cell.metadata.pop("collapsed", None)
+        tags = cell.metadata.get("tags", [])
+        if notebooks.HIDE_CELL in tags:
+            tags.remove(notebooks.HIDE_CELL)
+        cell.metadata.get("jupyter", {}).pop("outputs_hidden", None)
+    nbformat.write(nb, copy)
+    assert notebooks.stamp(copy) is True and notebooks.stamp(copy) is False
+    stamped = nbformat.read(copy, as_version=4)
+    solutions = [c for c in stamped.cells if "solution" in c.metadata.get("tags", [])]
+    assert solutions and all(c.metadata.tags.count(notebooks.HIDE_CELL) == 1
+                             and c.metadata.jupyter["outputs_hidden"] for c in solutions)
+    assert notebooks.HIDE_CELL in stamped.cells[2].metadata.tags

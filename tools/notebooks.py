@@ -240,18 +240,42 @@ setup_notebook(seed=0);
 """)
 
 
-#: A worked solution (cell tag ``solution``) is collapsed in the book under a button.
+#: A worked solution (cell tag ``solution``) is collapsed in the book under a button,
+#: its code and its output together: a prediction's answer is in its output.
 SOLUTION_PROMPTS = {
     "en": {"code_prompt_show": "Show the worked solution",
            "code_prompt_hide": "Hide the worked solution"},
     "nl": {"code_prompt_show": "Toon de uitgewerkte oplossing",
            "code_prompt_hide": "Verberg de uitgewerkte oplossing"},
 }
+#: The setup cell is collapsed in the book, code and environment report, under one line
+#: that says what it does; it still runs (nbval, Colab, the book's build).
+SETUP_PROMPTS = {
+    "en": {"code_prompt_show": "Setup: installs the course on Colab, checks the "
+                               "environment (show the cell)",
+           "code_prompt_hide": "Hide the setup cell"},
+    "nl": {"code_prompt_show": "Voorbereiding: installeert de cursus op Colab, controleert "
+                               "de omgeving (toon de cel)",
+           "code_prompt_hide": "Verberg de voorbereidende cel"},
+}
+#: myst-nb's tag that collapses a cell's code and output under one button (it takes
+#: precedence over ``hide-input``, which a solution keeps for the lab tests and readers
+#: of the tags).
+HIDE_CELL = "hide-cell"
 
 
 def _tagged(nb: nbformat.NotebookNode, tag: str) -> list[nbformat.NotebookNode]:
     """The cells of a notebook that carry ``tag``."""
     return [c for c in nb.cells if tag in c.get("metadata", {}).get("tags", [])]
+
+
+def _collapse(cell: nbformat.NotebookNode, prompts: dict[str, str], *tags: str) -> None:
+    """Collapse a code cell in the book: its code and output behind one ``prompts`` button."""
+    cell.metadata.setdefault("tags", [])
+    for tag in (*tags, HIDE_CELL):
+        if tag not in cell.metadata.tags:
+            cell.metadata.tags.append(tag)
+    cell.metadata["mystnb"] = dict(prompts)
 
 
 def stamp(path: Path, write: bool = True) -> bool:
@@ -268,13 +292,15 @@ def stamp(path: Path, write: bool = True) -> bool:
         nb.cells.insert(nb.cells.index(badge_cells[0]) + 1, cell)
         setup_cells = [cell]
     name = notebook_name(path)
+    language = notebook_language(name)
     badge_cells[0].source = badge_cell_source(name)
     setup_cells[0].source = setup_source()
-    for cell in _tagged(nb, "solution"):  # collapsed in the book; "Passed" shown
-        if "hide-input" not in cell.metadata.tags:
-            cell.metadata.tags.append("hide-input")
-        cell.metadata["mystnb"] = dict(SOLUTION_PROMPTS[notebook_language(name)])
-        cell.metadata.setdefault("jupyter", {})["source_hidden"] = True  # JupyterLab
+    _collapse(setup_cells[0], SETUP_PROMPTS[language])  # in the book only
+    for cell in _tagged(nb, "solution"):  # code and output collapsed, in book and Lab
+        _collapse(cell, SOLUTION_PROMPTS[language], "hide-input")
+        cell.metadata.setdefault("jupyter", {}).update(source_hidden=True,
+                                                        outputs_hidden=True)
+        cell.metadata["collapsed"] = True  # what JupyterLab writes with outputs_hidden
     after = nbformat.writes(nb)
     if write and after != before:
         nbformat.write(nb, path)

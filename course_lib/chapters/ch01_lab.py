@@ -84,6 +84,7 @@ bert_masking = Exercise(
         Misconception("labels from the corrupted input", "take the labels from the corrupted inputs, so the "
                       "model is asked to predict <mask> instead of the original token", _labels_from_inputs),
     ),
+    unchanged=(0,),  # "leave ids itself unchanged"
 )
 
 # ---------------------------------------------------------------------------------------------

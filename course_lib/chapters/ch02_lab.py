@@ -27,8 +27,11 @@ def _adam_model_states(n_params: int, precision: str) -> dict[str, float]:
 
 def _states_cases() -> list[Case]:
     g = torch.Generator().manual_seed(2)
-    return [Case((int(torch.randint(10**8, 10**10, (), generator=g)), "bf16-mixed"), "random, bf16-mixed"),
-            Case((124_439_808, "fp32"), "pure fp32: no master copy"),
+    # fp32 first: an answer right there but not in mixed precision tells 16-bit Adam moments
+    # (2 + 2 bytes) from a single FP32 moment (4 bytes), which give the same mixed-precision bytes
+    return [Case((124_439_808, "fp32"), "pure fp32: no master copy"),
+            Case((int(torch.randint(10**8, 10**10, (), generator=g)), "bf16-mixed"),
+                 "random, bf16-mixed"),
             Case((int(torch.randint(10**6, 10**9, (), generator=g)), "fp16-mixed"), "fp16-mixed"),
             Case((1, "bf16-mixed"), "one parameter"),
             Case((175_000_000_000, "bf16-mixed"), "175B")]
@@ -45,6 +48,10 @@ def _no_master(n, precision):
 
 def _one_moment(n, precision):
     return _with(n, precision, optimizer_states=4)
+
+
+def _half_moments(n, precision):
+    return _with(n, precision, optimizer_states=8 if precision == "fp32" else 4)
 
 
 def _bits(n, precision):
@@ -68,6 +75,9 @@ adam_model_states = Exercise(
                       "updates (4 bytes per parameter)", _no_master),
         Misconception("one Adam moment", "keep one FP32 state per parameter, where Adam keeps two: "
                       "momentum and variance", _one_moment),
+        Misconception("16-bit Adam moments", "keep Adam's momentum and variance in the weights' "
+                      "16-bit format (2 + 2 bytes); mixed precision keeps them in FP32, 4 + 4 "
+                      "bytes per parameter", _half_moments),
         Misconception("bits for bytes", "count bits instead of bytes (16 for a bf16 value, 32 for an FP32 one)",
                       _bits),
         Misconception("a master copy in fp32 too", "add an FP32 master copy to weights that are FP32 already",

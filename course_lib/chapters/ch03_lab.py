@@ -8,12 +8,11 @@ The references are the course's exact codec (:mod:`course_lib.numbers.formats`),
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any
 
 import torch
 
-from course_lib.exercises.checker import Case, Exercise, Misconception
+from course_lib.exercises.checker import Case, Exercise, Misconception, number
 from course_lib.exercises.predictions import Prediction, saved_bytes
 from course_lib.numbers import formats
 
@@ -37,6 +36,10 @@ def _encode_cases() -> list[Case]:
     randoms = sign * 2.0 ** (torch.rand(6, generator=g) * 13.8 - 6)  # 2**-6 .. 2**7.8: normal numbers
     cases = [Case((x,), "random") for x in _float32s(randoms)]
     cases += [Case((x,), "ties at half a step") for x in (1.0625, 1.1875, -17.0)]
+    cases += [Case((x,), "the count rounds to 16: it carries into the exponent")
+              for x in (1.96875, -7.875, 1.9375, 2.0**-6 - 2.0**-11)]
+    cases += [Case((x,), "in [2**-7, 2**-6): subnormal, spacing 2**-9")
+              for x in (2.0**-7, 2.0**-7 + 3 * 2.0**-11)]
     cases += [Case((x,), "subnormals") for x in (2.0**-8, *_float32s(torch.tensor([0.005])))]
     cases += [Case((x,), "subnormal ties") for x in (3 * 2.0**-10, 2.0**-10)]
     cases += [Case((0.0,), "zero"), Case((-0.0,), "-0"), Case((math.nan,), "NaN")]
@@ -87,8 +90,10 @@ def _decode_e4m3(bits: int) -> float:
 
 
 def _same_value(expected: float, got: Any) -> bool:
-    """Equal values, NaN where NaN, and the same sign of zero (-0.0 is not 0.0 here)."""
-    if isinstance(got, bool) or not isinstance(got, numbers.Real):
+    """Equal values, NaN where NaN, and the same sign of zero (-0.0 is not 0.0 here); a number
+    may come as a 0-d tensor."""
+    got = number(got)
+    if got is None:
         return False
     got = float(got)
     if math.isnan(expected):
@@ -107,8 +112,10 @@ def _decode_cases() -> list[Case]:
     return cases
 
 
-def _decode_with(bits: int, bias: int = 7, subnormals: bool = True, ieee: bool = False) -> float:
-    """E4M3 decoding with one thing done wrong: the bias, the subnormals, or IEEE's top exponent."""
+def _decode_with(bits: int, bias: int = 7, subnormals: bool = True, ieee: bool = False,
+                 tiny: int = 1) -> float:
+    """E4M3 decoding with one thing done wrong: the bias, the subnormals (their exponent
+    ``tiny`` - bias), or IEEE's top exponent."""
     sign = -1.0 if bits & 0x80 else 1.0
     exponent, mantissa = (bits >> 3) & 0xF, bits & 0x7
     if ieee and exponent == 0xF:
@@ -116,7 +123,7 @@ def _decode_with(bits: int, bias: int = 7, subnormals: bool = True, ieee: bool =
     if exponent == 0xF and mantissa == 0x7:
         return math.nan
     if exponent == 0 and subnormals:
-        return sign * mantissa / 8 * 2.0 ** (1 - bias)
+        return sign * mantissa / 8 * 2.0 ** (tiny - bias)
     return sign * (1 + mantissa / 8) * 2.0 ** (exponent - bias)
 
 
@@ -130,6 +137,10 @@ decode_e4m3 = Exercise(
         Misconception("no subnormals", "use the normal formula (1 + M/8) x 2**(0 - 7) for exponent field "
                       "0; there the implicit bit is 0 and the exponent 1 - 7: (M/8) x 2**-6",
                       lambda bits: _decode_with(bits, subnormals=False)),
+        Misconception("subnormal exponent -7", "give the subnormals the exponent 0 - 7 = -7, as "
+                      "if field 0 were an ordinary exponent; they share the smallest normal's "
+                      "exponent, 1 - 7 = -6: (M/8) x 2**-6",
+                      lambda bits: _decode_with(bits, tiny=0)),
         Misconception("IEEE-like E4M3", "read the top exponent 1111 as inf and NaN as IEEE formats do; "
                       "in E4M3FN it holds numbers up to 448, and only S.1111.111 is NaN",
                       lambda bits: _decode_with(bits, ieee=True)),
@@ -156,7 +167,7 @@ def _weight_file_sizes() -> dict[str, float]:
 weight_file_sizes = Prediction(
     "weight_file_sizes",
     "The size on disk, in MB, of a 3072 x 768 weight saved with safetensors in FP32, BF16 and E4M3.",
-    _weight_file_sizes, unit="MB", rel_tol=0.02,
+    _weight_file_sizes, unit="MB", rel_tol=0.02, components=True,  # each format's file is asked
     misconceptions=(
         (8.0, "count bits instead of bytes (a format's width in bits is 8 times its bytes)"),
         (1e6 / 2**20, "divide by 2**20 (MiB) where MB, 10**6 bytes, were asked"),

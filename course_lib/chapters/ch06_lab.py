@@ -100,6 +100,10 @@ def _wanda_cases() -> list[Case]:
             Case((torch.randn(4, 6, generator=g), dead, 0.5), "a dead input (always zero): its weights go first"),
             Case((torch.randn(3, 5, generator=g), torch.randn(8, 5, generator=g), 0.3),
                  "5 inputs at sparsity 0.3: round(1.5) = 2 pruned per row"),
+            Case((torch.randn(3, 10, generator=g), torch.randn(8, 10, generator=g), 0.33),
+                 "10 inputs at sparsity 0.33: round(3.3) = 3 pruned per row, not the ceiling 4"),
+            Case((torch.randn(3, 5, generator=g), torch.randn(8, 5, generator=g), 0.5),
+                 "5 inputs at sparsity 0.5: round(2.5) = 2 pruned per row (half to even)"),
             Case((torch.randn(3, 4, generator=g), torch.randn(8, 4, generator=g), 0.0), "sparsity 0")]
 
 

@@ -148,6 +148,7 @@ gptq_columns = Exercise(
         Misconception("round half away", "round ties away from zero instead of to even (torch.round)",
                       lambda *a: _columns(*a, rounding=_half_away)),
     ),
+    unchanged=(0,),  # "Work on a copy of w"
 )
 
 # --- Predict, then measure: the bytes of a GPTQ-quantized layer ----------------------------------

@@ -5,6 +5,7 @@ rows each rank trained on, the parameter checksums of every rank after every ste
 buckets and their timings, throughput per number of ranks, the memory each rank holds, and how
 :mod:`course_lib.parallel.cost_model` predicts DDP to scale on GPUs.
 The runs themselves are in :mod:`course_lib.parallel.ddp`; nothing here computes a result.
+:func:`train_chapter`, the page's one launch, runs the library's workers in one process group.
 """
 
 from __future__ import annotations
@@ -12,19 +13,51 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from course_lib.base.tables import Table
 from course_lib.exercises.questions import Question
+from course_lib.hardware import allreduce_bench
 from course_lib.numbers import memory
-from course_lib.parallel import buckets, cost_model, ddp, ring
+from course_lib.parallel import buckets, cost_model, ddp, launch, ring
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["bucket_table", "checksum_table", "link_sweep_table", "memory_table",
+__all__ = ["TimedRuns", "bucket_table", "checksum_table", "link_sweep_table", "memory_table",
            "plot_link_timeline", "plot_overlap", "plot_scaling", "scaling_table", "shard_table",
-           "ring_allreduce_diagram", "throughput_table"]
+           "ring_allreduce_diagram", "throughput_table", "train_chapter"]
+
+
+@dataclass(frozen=True)
+class TimedRuns(buckets.ChapterRuns):
+    """A rank's :class:`~course_lib.parallel.buckets.ChapterRuns`, and gloo timed right after them.
+
+    ``gloo`` is gloo's all-reduce timed by the same ranks in the same process group right after
+    the runs over the link: its ``fit()`` is the link that
+    :func:`~course_lib.parallel.buckets.predicted_backward` needs, measured under the same
+    conditions as the runs it predicts (a profile measured at another moment, on a machine busy
+    then or now, is not).
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+
+    gloo: allreduce_bench.AllReduceSweep
+
+
+def train_chapter(runs: Sequence[dict[str, Any]], link_runs: Sequence[dict[str, Any]],
+                  link_steps: int = 4) -> TimedRuns:
+    """Worker: :func:`course_lib.parallel.buckets.train_all`, then gloo's all-reduce timed.
+
+    The timing is :func:`course_lib.hardware.allreduce_bench.time_allreduce` (3 runs of each
+    message size), in the process group the runs used.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    done = buckets.train_all(runs, link_runs, link_steps)
+    gloo = allreduce_bench.time_allreduce(launch.init_worker(), repeats=3)
+    return TimedRuns(done.ddp, done.link, done.reducer, gloo)
 
 
 def shard_table(global_batch: int, world_size: int) -> Table:

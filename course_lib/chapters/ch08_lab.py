@@ -19,6 +19,7 @@ from course_lib.exercises.ranks import RankExercise
 from course_lib.parallel import launch, ring, wire
 
 RANKS = 3  # three ranks: left and right neighbours differ, so a wrong chunk index shows
+WORLDS = (RANKS, 2)  # and two: an answer that hard-codes the number of ranks fails on the other
 ME = "course_lib.chapters.ch08_lab"
 
 
@@ -40,9 +41,9 @@ def _reduce_scatter(tensor: torch.Tensor) -> torch.Tensor:
 
 def _ring_cases() -> list[Case]:
     return [Case((), "random", {"shape": [12], "seed": 1}),
-            Case((), "size not divisible by 3", {"shape": [10], "seed": 2}),
+            Case((), "size not divisible by 3 or 2", {"shape": [11], "seed": 2}),
             Case((), "a 2-D tensor", {"shape": [4, 5], "seed": 3}),
-            Case((), "fewer elements than ranks", {"shape": [2], "seed": 4})]
+            Case((), "fewer elements than ranks", {"shape": [1], "seed": 4})]
 
 
 def _ring_loop(tensor: torch.Tensor, add: bool) -> list[torch.Tensor]:
@@ -77,7 +78,7 @@ def _averaged(tensor: torch.Tensor) -> torch.Tensor:
 
 ring_reduce_scatter = RankExercise(
     "ring_reduce_scatter",
-    "The reduce-scatter half of a ring all-reduce on 3 ranks: return chunk (rank + 1) % N of "
+    "The reduce-scatter half of a ring all-reduce on 3 and 2 ranks: return chunk (rank + 1) % N of "
     "tensor.flatten().tensor_split(N), summed over all ranks.",
     _reduce_scatter, _ring_cases,
     misconceptions=(
@@ -92,7 +93,7 @@ ring_reduce_scatter = RankExercise(
                       "divide by the number of ranks: a reduce-scatter sums, DDP divides by N "
                       "separately", _averaged),
     ),
-    inputs=f"{ME}:_ring_inputs", nprocs=RANKS, launch_timeout=30,
+    inputs=f"{ME}:_ring_inputs", nprocs=WORLDS, launch_timeout=30,
 )
 
 
@@ -139,9 +140,11 @@ def _local(grads: list[torch.Tensor]) -> list[torch.Tensor]:
     return [g.clone() for g in grads]
 
 
-def _halved(grads: list[torch.Tensor]) -> list[torch.Tensor]:
+def _hard_coded(grads: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The sum divided by the other world size the checker runs: 2 on 3 ranks, 3 on 2."""
     world = dist.get_world_size()
-    return [g * world / 2 for g in _average(grads)]
+    other = {3: 2, 2: 3}.get(world, 2)
+    return [g * world / other for g in _average(grads)]
 
 
 average_gradients = RankExercise(
@@ -156,10 +159,10 @@ average_gradients = RankExercise(
                       "skip the all-reduce: each rank keeps its own gradient, and the copies of "
                       "the model drift apart", _local),
         Misconception("a hard-coded world size",
-                      "divide by 2 (the chapter's runs) instead of dist.get_world_size()",
-                      _halved),
+                      "divide by a number of ranks written in the code (2, the chapter's runs, "
+                      "or 3) instead of dist.get_world_size()", _hard_coded),
     ),
-    inputs=f"{ME}:_grad_inputs", nprocs=RANKS, launch_timeout=30,
+    inputs=f"{ME}:_grad_inputs", nprocs=WORLDS, launch_timeout=30,
 )
 
 

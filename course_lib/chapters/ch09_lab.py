@@ -150,7 +150,7 @@ zero2_step = RankExercise(
                       "return the parameters with only this rank's shard updated: the other "
                       "shards must come from the other ranks", _not_gathered),
     ),
-    inputs=f"{ME}:_step_inputs", nprocs=2, launch_timeout=30,
+    inputs=f"{ME}:_step_inputs", nprocs=(2, 3), launch_timeout=30,
 )
 
 

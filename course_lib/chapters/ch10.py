@@ -16,7 +16,8 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from course_lib.base.checks import positive
-from course_lib.base.tables import Table
+from course_lib.base.tables import Table, cite
+from course_lib.chapters.ch09 import published_runs_table
 from course_lib.exercises.questions import Question
 from course_lib.hardware import disk, roofline, stream
 from course_lib.hardware.disk import ReadResult
@@ -31,10 +32,11 @@ if TYPE_CHECKING:
 
 __all__ = ["allreduce_table", "checkpoint_table", "gpu_table", "offload_ram_table",
            "operations_table",
-           "platform_table", "plot_bandwidth", "plot_roofline", "read_table", "throughput_table",
-           "roofline_diagram", "time_to_train_table"]
+           "platform_table", "plot_bandwidth", "plot_roofline", "published_runs_table",
+           "read_table", "throughput_table", "roofline_diagram", "time_to_train_table"]
 
-#: Workstation CPUs the lecture notes recommend: PCIe lanes, memory channels and their speed (MT/s).
+#: Workstation CPUs the lecture notes recommend: PCIe lanes, memory channels and their speed
+#: (MT/s), and the bibliography key of the vendor's figures.
 _CPU_PLATFORMS: dict[str, tuple[int, int, int, str]] = {
     "Intel Xeon W-3400": (112, 8, 4800, "intel_xeon_w3400"),
     "AMD Threadripper PRO 7000 WX": (128, 8, 5200, "amd_threadripper_pro_7000"),
@@ -108,8 +110,8 @@ def gpu_table(dtype: str = "bf16", this_machine: roofline.Roof | None = None) ->
     NVIDIA lists three FP32-like figures: TF32 on the tensor cores (FP32 numbers, products rounded
     to a 10-bit mantissa), dense and with 2:4 sparsity, and plain FP32 on the ordinary cores
     (no tensor cores, no sparsity). The roofline uses the dense figure of ``dtype``; the column
-    "roofline uses" says so on every row. ``this_machine`` (a CPU's measured FP32 roof) is set
-    under FP32.
+    "roofline uses" says so on every row, and "source" cites each datasheet as the book does
+    ("NVIDIA (2026g)"). ``this_machine`` (a CPU's measured FP32 roof) is set under FP32.
 
     Chapter 10, *Hardware for LLM training*.
     """
@@ -121,7 +123,7 @@ def gpu_table(dtype: str = "bf16", this_machine: roofline.Roof | None = None) ->
                      f"{gpu.dense['tf32'] / 1e12:,.1f}", f"{gpu.sparse['tf32'] / 1e12:,.0f}",
                      f"{gpu.dense['fp32'] / 1e12:,.1f}", f"{gpu.memory / memory.GIB:.0f}",
                      f"{gpu.bandwidth / 1e12:.2f}", f"{dtype} dense", f"{roof.ridge:,.0f}",
-                     gpu.gpu_link or "none (PCIe)", gpu.source])  # fmt: skip
+                     gpu.gpu_link or "none (PCIe)", cite(gpu.source)])  # fmt: skip
     if this_machine is not None:
         rows.append([this_machine.name, "-", "-", "-", "-", f"{this_machine.peak / 1e12:,.3f}", "-",
                      f"{this_machine.bandwidth / 1e12:.3f}", "fp32 measured",
@@ -381,18 +383,20 @@ def throughput_table(results: Sequence[ThroughputResult],
 # --- 6 · network --------------------------------------------------------------------------------
 
 def _latency_source(link: cost_model.Link) -> str:
-    """Where a link's latency comes from: its bibliography key, "measured here", or "assumption"."""
+    """Where a link's latency comes from: its source as the book cites it, "measured here",
+    or "assumption"."""
     if not link.source and not link.latency_source:
         return "measured here"
-    return link.latency_source or "assumption"
+    return cite(link.latency_source) if link.latency_source else "assumption"
 
 
 def allreduce_table(n_bytes: float, world_size: int,
                     links: Sequence[cost_model.Link | str]) -> Table:
     """Seconds for one ring all-reduce of ``n_bytes`` over ``world_size`` ranks on each link.
 
-    Each link's bandwidth and latency have their own source column: a bibliography key,
-    "measured here" (a fitted link), or "assumption" for a latency that no source gives.
+    Each link's bandwidth and latency have their own source column: the source as the book
+    cites it ("NVIDIA (2024)"), "measured here" (a fitted link), or "assumption" for a latency
+    that no source gives.
 
     Chapter 10, *Hardware for LLM training*.
     """
@@ -400,7 +404,7 @@ def allreduce_table(n_bytes: float, world_size: int,
     for link in links:
         link = cost_model.LINKS[link] if isinstance(link, str) else link
         seconds = cost_model.ring_allreduce_time(n_bytes, world_size, link)
-        rows.append([link.name, f"{link.bandwidth / 1e9:,.2f}", link.source or "measured here",
+        rows.append([link.name, f"{link.bandwidth / 1e9:,.2f}", cite(link.source) or "measured here",
                      f"{link.latency * 1e6:,.1f}", _latency_source(link), f"{seconds:,.3f}"])
     return Table(["link", "GB/s per direction", "bandwidth source", "latency (us)",
                   "latency source", "seconds per all-reduce"], rows,
@@ -482,7 +486,7 @@ def platform_table() -> Table:
     rows = []
     for name, (lanes, channels, mts, source) in _CPU_PLATFORMS.items():
         rows.append([name, lanes, lanes // 16, channels, f"DDR5-{mts}",
-                     f"{channels * 8 * mts * 1e6 / 1e9:,.1f}", source])
+                     f"{channels * 8 * mts * 1e6 / 1e9:,.1f}", cite(source)])
     return Table(["CPU", "PCIe 5.0 lanes", "GPUs at x16", "memory channels", "memory",
                   "peak memory GB/s (computed)", "source"], rows,
                  title="workstation platforms of the lecture notes (vendors' figures)")

@@ -111,6 +111,8 @@ model_flops_utilisation = Exercise(
         Misconception("forgot attention", "count only 6 N; the attention products Q K^T and A V add "
                       "12 L d T per token, which grows with the sequence length",
                       lambda *run: _mfu_with(*run, attention=False)),
+        Misconception("percent for a fraction", "give the MFU in percent (43) where a fraction "
+                      "(0.43) is asked", lambda *run: 100 * _utilisation(*run)),
     ),
     rtol=1e-6,
 )

@@ -26,7 +26,7 @@ import torch
 from course_lib.exercises.wrapping import wrap
 
 __all__ = ["Case", "Exercise", "Feedback", "Misconception", "difference", "is_stub",
-           "is_stub_raise", "is_stub_source", "same", "show", "summarize"]
+           "is_stub_raise", "is_stub_source", "number", "same", "show", "summarize"]
 
 #: The mime type of the machine-readable result a checker displays next to its text (read by grading).
 MIME = "application/vnd.course-lib.exercise+json"
@@ -47,6 +47,8 @@ PHRASES = {
         "same_shape": "same values, but shape {expected} was expected, got {got}",
         "same_dtype": "same values, but dtype {expected} was expected, got {got}",
         "same_type": "same values, but a {expected} was expected, got a {got}",
+        "changed": "Not quite: {name} changed its argument {arg} on the case {label!r}; the "
+                   "exercise asks you to leave it unchanged. Work on a copy ({arg}.clone()).",
     },
     "nl": {
         "passed": "Geslaagd: {name} klopt in alle {n} verborgen gevallen ({labels}).",
@@ -63,6 +65,8 @@ PHRASES = {
         "same_shape": "dezelfde waarden, maar vorm {expected} werd verwacht, gekregen {got}",
         "same_dtype": "dezelfde waarden, maar dtype {expected} werd verwacht, gekregen {got}",
         "same_type": "dezelfde waarden, maar een {expected} werd verwacht, gekregen een {got}",
+        "changed": "Nog niet goed: {name} veranderde zijn argument {arg} in het geval {label!r}; "
+                   "de opgave vraagt het ongewijzigd te laten. Werk op een kopie ({arg}.clone()).",
     },
 }
 
@@ -113,6 +117,14 @@ def same(expected: Any, got: Any, rtol: float = 1e-5, atol: float = 1e-8) -> boo
 
     Used by the library's other modules.
     """
+    if isinstance(expected, torch.Tensor) and expected.dim() == 0 and expected.is_floating_point():
+        value = number(got)  # a scale: a float, a numpy float or a 0-d tensor of any float dtype
+        return value is not None and same(float(expected), float(value), rtol, atol)
+    if isinstance(expected, torch.Tensor) and isinstance(got, np.ndarray):
+        try:
+            got = torch.from_numpy(got)  # a numpy array counts when its dtype and values agree
+        except TypeError:  # numpy dtypes torch lacks (strings, objects)
+            return False
     if isinstance(expected, torch.Tensor):
         if not isinstance(got, torch.Tensor) or got.shape != expected.shape or got.dtype != expected.dtype:
             return False
@@ -129,6 +141,9 @@ def same(expected: Any, got: Any, rtol: float = 1e-5, atol: float = 1e-8) -> boo
                 and all(same(e, g, rtol, atol) for e, g in zip(expected, got)))
     if isinstance(expected, bool) or isinstance(got, bool):
         return type(got) is type(expected) and got == expected
+    if isinstance(expected, numbers.Real) and isinstance(got, (torch.Tensor, np.ndarray)):
+        value = number(got)  # a 0-d tensor for a number
+        return value is not None and same(expected, value, rtol, atol)
     if isinstance(expected, numbers.Real) and isinstance(got, numbers.Real):  # numpy's scalars too
         if isinstance(expected, numbers.Integral) and isinstance(got, numbers.Integral):
             return int(got) == int(expected)
@@ -136,6 +151,22 @@ def same(expected: Any, got: Any, rtol: float = 1e-5, atol: float = 1e-8) -> boo
             return math.isnan(expected) and math.isnan(got)
         return math.isclose(got, expected, rel_tol=rtol, abs_tol=atol)
     return type(got) is type(expected) and got == expected
+
+
+def number(value: Any) -> float | int | None:
+    """``value`` as a Python number when it is one: a real (numpy's too) or a 0-d tensor or array
+    of a real dtype; None otherwise (bools, tensors with elements, text).
+
+    Used by the library's other modules.
+    """
+    if isinstance(value, torch.Tensor):
+        real = value.dtype != torch.bool and not value.is_complex()
+        return value.item() if value.dim() == 0 and real else None
+    if isinstance(value, np.ndarray):
+        return value.item() if value.ndim == 0 and value.dtype.kind in "iuf" else None
+    if isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)):
+        return value
+    return None
 
 
 def summarize(value: Any, items: int = 6, language: str = "en") -> str:
@@ -168,6 +199,9 @@ def difference(expected: Any, got: Any, rtol: float = 1e-5, atol: float = 1e-8,
     Used by the library's other modules.
     """
     say = PHRASES[language]
+    array = isinstance(got, np.ndarray) and got.dtype.kind in "biuf"
+    if isinstance(expected, torch.Tensor) and array:
+        got = torch.from_numpy(got)  # an array counts as a tensor: say what else differs
     if isinstance(expected, torch.Tensor) and not isinstance(got, torch.Tensor):
         try:
             values = torch.as_tensor(got, dtype=expected.dtype)
@@ -333,7 +367,9 @@ class Exercise:
     """A code exercise: the learner's function against ``reference`` on hidden cases, with feedback that teaches.
 
     ``cases`` is a list of :class:`Case` or a function returning one (for random cases built when
-    checked). Call the exercise on the learner's function to display the feedback.
+    checked). ``unchanged`` lists the positions of the arguments the text asks the learner to
+    leave unchanged (checked after each call). Call the exercise on the learner's function to
+    display the feedback.
 
     Used by the library's other modules.
     """
@@ -348,6 +384,7 @@ class Exercise:
     atol: float = 1e-8
     timeout_s: float = 10.0
     language: str = "en"
+    unchanged: tuple[int, ...] = ()
 
     def matches(self, expected: Any, got: Any) -> bool:
         """Whether the learner's ``got`` counts as ``expected``."""
@@ -359,7 +396,7 @@ class Exercise:
         """Run ``fn`` on every hidden case and return the feedback on the first that fails."""
         say = PHRASES[self.language]
         cases = self.cases() if callable(self.cases) else list(self.cases)
-        for case in cases:
+        for index, case in enumerate(cases):
             expected = self.reference(*copy.deepcopy(case.args), **copy.deepcopy(case.kwargs))
             mine = Case(copy.deepcopy(case.args), case.label, copy.deepcopy(case.kwargs))
             try:
@@ -373,8 +410,12 @@ class Exercise:
                 return Feedback(self.name, False, text, case.label)
             except Exception as err:
                 return Feedback(self.name, False, self._raised(err, fn, case), case.label)
+            changed = self._changed(fn, case, mine)
+            if changed is not None:
+                return Feedback(self.name, False, say["changed"].format(
+                    name=function_name(fn), arg=changed, label=case.label), case.label)
             if not self.matches(expected, got):
-                return self._wrong(case, expected, got)
+                return self._wrong(case, expected, got, cases[:index])
         labels = ", ".join(dict.fromkeys(c.label for c in cases))
         return Feedback(self.name, True, say["passed"].format(name=self.name, n=len(cases), labels=labels))
 
@@ -386,7 +427,30 @@ class Exercise:
             text += "\n  " + say["at"].format(line=where[0], function=function_name(fn), source=where[1])
         return text + f"\n  {say['input']}: {self._inputs(case)}"
 
-    def _wrong(self, case: Case, expected: Any, got: Any) -> Feedback:
+    def _changed(self, fn: Callable[..., Any], case: Case, mine: Case) -> str | None:
+        """The name of the first argument in ``unchanged`` that ``fn`` changed, or None."""
+        for position in self.unchanged:
+            if not same(case.args[position], mine.args[position], rtol=0.0, atol=0.0):
+                try:
+                    return list(inspect.signature(fn).parameters)[position]
+                except (TypeError, ValueError, IndexError):  # no signature: count the arguments
+                    return f"#{position + 1}"
+        return None
+
+    def _agrees(self, known: Misconception, earlier: list[Case]) -> bool:
+        """Whether ``known`` gives the reference's answer on the ``earlier`` cases, as the learner
+        did: a misconception that would have failed there is not the learner's."""
+        for case in earlier:
+            try:
+                wrong = known.wrong(*copy.deepcopy(case.args), **copy.deepcopy(case.kwargs))
+            except Exception:  # a wrong implementation need not cope with every edge
+                continue
+            expected = self.reference(*copy.deepcopy(case.args), **copy.deepcopy(case.kwargs))
+            if not self.matches(expected, wrong):
+                return False
+        return True
+
+    def _wrong(self, case: Case, expected: Any, got: Any, earlier: list[Case] = ()) -> Feedback:
         say = PHRASES[self.language]
         lines = [say["wrong"].format(name=self.name, label=case.label),
                  f"  {say['input']}: {self._inputs(case)}",
@@ -400,7 +464,8 @@ class Exercise:
                 wrong = known.wrong(*copy.deepcopy(case.args), **copy.deepcopy(case.kwargs))
             except Exception:  # a wrong implementation need not cope with every edge
                 continue
-            if self.matches(wrong, got) and not self.matches(wrong, expected):
+            if (self.matches(wrong, got) and not self.matches(wrong, expected)
+                    and self._agrees(known, list(earlier))):
                 lines.append(say["misconception"].format(name=known.name, explain=known.explain))
                 return Feedback(self.name, False, "\n".join(lines), case.label, known.name)
         return Feedback(self.name, False, "\n".join(lines), case.label)

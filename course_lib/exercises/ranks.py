@@ -41,7 +41,12 @@ TEXTS = {
            "failed": "The ranks running {name} failed outside your code: {error}",
            "on_rank": " (rank {rank})",
            "alone": "\n  The function travels to the ranks alone, without the notebook's other "
-                    "names: define the helpers and imports it uses inside it."},
+                    "names: define the helpers and imports it uses inside it.",
+           "sizes": "The ranks running {name} stopped on the case {label!r}: the sizes of a send "
+                    "and its receive differ ({sent} bytes were sent to a receive that holds "
+                    "{room}). Give each receive a tensor of the size and dtype its send has.",
+           "worlds": "{labels}; on {sizes} ranks", "and": " and ",
+           "world": "{label}, {n} ranks"},
     "nl": {"no_source": "De broncode van {name} is niet te lezen ({error}), en de ranks hebben "
                         "die nodig: definieer de functie met def in een notebookcel (of een "
                         "bestand) en voer deze cel opnieuw uit.",
@@ -52,10 +57,20 @@ TEXTS = {
            "failed": "De ranks die {name} uitvoeren faalden buiten je code: {error}",
            "on_rank": " (rank {rank})",
            "alone": "\n  De functie reist alleen naar de ranks, zonder de andere namen van het "
-                    "notebook: definieer de hulpfuncties en imports die ze gebruikt erin."},
+                    "notebook: definieer de hulpfuncties en imports die ze gebruikt erin.",
+           "sizes": "De ranks die {name} uitvoeren stopten in het geval {label!r}: de groottes "
+                    "van een send en zijn receive verschillen ({sent} bytes gestuurd naar een "
+                    "receive die er {room} bevat). Geef elke receive een tensor met de grootte "
+                    "en het dtype van zijn send.",
+           "worlds": "{labels}; op {sizes} ranks", "and": " en ",
+           "world": "{label}, {n} ranks"},
 }
 
 _GLOO_PATH = re.compile(r"\[[^\]\s]*\.(?:cc|cpp|h):\d+\] ")  # gloo's "[/path/file.cc:78] "
+#: What a rank prints before each case, so that a rank gloo aborts still says where it was.
+_CASE_MARK = "[course_lib case] "
+#: Gloo's abort when more bytes arrive than a receive holds: "... 16 vs 12. Received data size ...".
+_SIZES = re.compile(r"(\d+) vs (\d+)\.\s+Received data size doesn't match")
 
 
 def learner_source(fn: Callable[..., Any]) -> tuple[str, str, int]:
@@ -145,7 +160,8 @@ def run_programs(programs: list[dict[str, Any]], cases: list[dict[str, Any]], in
         except Exception as err:  # noqa: BLE001 - the learner's source itself failed
             mine.append(_error(err, program))
             return outcomes
-        for case in cases:
+        for index, case in enumerate(cases):
+            print(f"{_CASE_MARK}{index}", flush=True)  # gloo may abort the process: say where
             args = make(worker.rank, worker.world_size, *case["args"], **case["kwargs"])
             try:
                 mine.append({"value": _copied(fn(*args))})
@@ -159,6 +175,9 @@ def run_programs(programs: list[dict[str, Any]], cases: list[dict[str, Any]], in
 class RankExercise(Exercise):
     """A code exercise whose function runs on ``nprocs`` real ranks (gloo), all cases in one launch.
 
+    ``nprocs`` may be a tuple of world sizes: the cases run on each, one launch per size, so that
+    an answer that hard-codes the number of ranks fails on the other.
+
     Each :class:`Case` holds JSON arguments for ``inputs`` ("module:function"), which builds
     every rank's own arguments (see :func:`run_programs`); the reference and the misconceptions'
     wrong functions run on the ranks too. A case's answer is the list of what the ranks returned,
@@ -168,7 +187,7 @@ class RankExercise(Exercise):
     """
 
     inputs: str = ""
-    nprocs: int = 2
+    nprocs: int | tuple[int, ...] = 2
     launch_timeout: float = 60.0
     collective_timeout: float = 10.0
 
@@ -176,10 +195,14 @@ class RankExercise(Exercise):
         """Run ``fn`` and the reference on every hidden case, on the ranks, and return the feedback."""
         return self.check_many([fn])[0]
 
+    def world_sizes(self) -> tuple[int, ...]:
+        """The numbers of ranks the hidden cases run on, each in a launch of its own."""
+        return (self.nprocs,) if isinstance(self.nprocs, int) else tuple(self.nprocs)
+
     def check_many(self, fns: Sequence[Callable[..., Any]]) -> list[Feedback]:
         """The feedback :meth:`check` gives each of ``fns`` (a class's answers, a checker's own
-        tests), with one launch for all of them; a function that raises stops those after it on
-        the ranks, so each of those is checked again in a launch of its own."""
+        tests), with one launch per world size for all of them; a function that raises stops
+        those after it on the ranks, so each of those is checked again in a launch of its own."""
         say, texts = PHRASES[self.language], TEXTS[self.language]
         out: dict[int, Feedback] = {}
         learners: dict[int, dict[str, Any]] = {}
@@ -193,14 +216,38 @@ class RankExercise(Exercise):
             if is_stub_source(learners[i].get("source", "")):
                 out[i] = Feedback(self.name, False, say["not_done"].format(name=name))
                 del learners[i]
-        if not learners:
-            return [out[i] for i in range(len(fns))]
         cases = self.cases() if callable(self.cases) else list(self.cases)
+        sizes = self.world_sizes()
+        for world in sizes:
+            if not learners:
+                break
+            named = cases if len(sizes) == 1 else [  # a failing case says how many ranks ran it
+                Case(c.args, texts["world"].format(label=c.label, n=world), c.kwargs)
+                for c in cases]
+            found = self._check_on(world, named, {i: fns[i] for i in learners}, learners)
+            for i, feedback in found.items():
+                if not feedback.passed:
+                    out[i] = feedback
+                    del learners[i]
+        labels = ", ".join(dict.fromkeys(c.label for c in cases))
+        if len(sizes) > 1:
+            labels = texts["worlds"].format(labels=labels, sizes=", ".join(map(str, sizes[:-1]))
+                                            + texts["and"] + str(sizes[-1]))
+        for i in learners:
+            out[i] = Feedback(self.name, True, say["passed"].format(
+                name=self.name, n=len(cases) * len(sizes), labels=labels))
+        return [out[i] for i in range(len(fns))]
+
+    def _check_on(self, world: int, cases: list[Case], fns: dict[int, Callable[..., Any]],
+                  learners: dict[int, dict[str, Any]]) -> dict[int, Feedback]:
+        """The feedback on each of ``learners`` (their ``fns``) on ``world`` ranks, one launch."""
+        texts = TEXTS[self.language]
+        out: dict[int, Feedback] = {}
         own = [_program(self.reference), *(_program(m.wrong) for m in self.misconceptions)]
         payload = [{"args": list(c.args), "kwargs": dict(c.kwargs)} for c in cases]
         start = time.monotonic()
         try:
-            ranks = launch.launch("course_lib.exercises.ranks:run_programs", self.nprocs,
+            ranks = launch.launch("course_lib.exercises.ranks:run_programs", world,
                                   {"programs": [*own, *learners.values()], "cases": payload,
                                    "inputs": self.inputs,
                                    "collective_timeout": self.collective_timeout},
@@ -208,27 +255,47 @@ class RankExercise(Exercise):
         except launch.LaunchError as err:
             timed_out = time.monotonic() - start >= self.launch_timeout
             if len(learners) > 1:  # find whose function failed: one launch each
-                out.update({i: self.check(fns[i]) for i in learners})
-                return [out[i] for i in range(len(fns))]
-            name = function_name(fns[next(iter(learners))])
-            text = (texts["hang"].format(seconds=self.launch_timeout, n=self.nprocs, name=name)
-                    if timed_out else texts["failed"].format(name=name, error=err))
-            return [out.get(i, Feedback(self.name, False, text)) for i in range(len(fns))]
+                for i in learners:
+                    out.update(self._check_on(world, cases, {i: fns[i]}, {i: learners[i]}))
+                return out
+            i = next(iter(learners))
+            name = function_name(fns[i])
+            if timed_out:
+                return {i: Feedback(self.name, False, texts["hang"].format(
+                    seconds=self.launch_timeout, n=world, name=name))}
+            return {i: self._aborted(str(err), name, cases)}
         for number in range(len(own)):  # the course's own programs must not fail
             for index in range(len(cases)):
                 failed = self._outcome(ranks, number, index)
                 if isinstance(failed, dict):
                     raise RuntimeError(f"{self.name}: program {number} (0 is the reference, then "
-                                       f"the misconceptions) failed on the ranks: {failed}")
+                                       f"the misconceptions) failed on {world} ranks: {failed}")
         clean = True  # no function before this one raised on a rank or left one waiting
         for number, i in enumerate(learners, start=len(own)):
             if not clean:
-                out[i] = self.check(fns[i])
+                out.update(self._check_on(world, cases, {i: fns[i]}, {i: learners[i]}))
                 continue
             out[i] = self._feedback(ranks, number, cases, function_name(fns[i]))
             clean = all(len(r) > number and len(r[number]) == len(cases)
                         and not any("error" in o for o in r[number]) for r in ranks)
-        return [out[i] for i in range(len(fns))]
+        return out
+
+    def _aborted(self, error: str, name: str, cases: list[Case]) -> Feedback:
+        """The feedback when a rank died outside Python: a send larger than its receive (gloo
+        aborts the process), on the case it last began; or the launcher's own message."""
+        say, texts = PHRASES[self.language], TEXTS[self.language]
+        begun = [int(m) for m in re.findall(re.escape(_CASE_MARK) + r"(\d+)", error)]
+        sizes = _SIZES.search(" ".join(error.split()))  # the message may be wrapped
+        if sizes is None:
+            shown = "\n".join(line for line in error.splitlines() if _CASE_MARK not in line)
+            return Feedback(self.name, False, texts["failed"].format(name=name, error=shown))
+        case = cases[begun[-1]] if begun and begun[-1] < len(cases) else None
+        text = texts["sizes"].format(name=name, sent=sizes[1], room=sizes[2],
+                                     label=case.label if case else "?")
+        if case is None:
+            return Feedback(self.name, False, text)
+        return Feedback(self.name, False, text + f"\n  {say['input']}: {self._inputs(case)}",
+                        case.label)
 
     def _feedback(self, ranks: list[Any], number: int, cases: list[Case], name: str) -> Feedback:
         """The feedback on program ``number``'s outcomes: the first case it fails, or a pass."""

@@ -79,7 +79,7 @@ class MachineProfile:
     processes; ``cpu``, ``threads`` and ``torch_version`` key the cache; ``measured_at`` is a UTC
     time stamp and ``seconds`` how long measuring took.
 
-    Chapter 8, *Data parallelism with DDP*.
+    Chapter 10, *Hardware for LLM training*.
     """
 
     cpu: str
@@ -153,7 +153,7 @@ class MachineProfile:
 def profile_key() -> dict[str, Any]:
     """The cache key of the machine as it is now: CPU name, torch's threads, torch's version.
 
-    Chapter 8, *Data parallelism with DDP*.
+    Chapter 10, *Hardware for LLM training*.
     """
     return {"cpu": matmul.cpu_name(), "threads": torch.get_num_threads(),
             "torch_version": torch.__version__}
@@ -172,7 +172,7 @@ def measure_profile(timeout: float = 120.0) -> MachineProfile:
 
     Nothing is cached here (:func:`machine_profile` does). ``timeout`` bounds the all-reduce ranks.
 
-    Chapter 8, *Data parallelism with DDP*.
+    Chapter 10, *Hardware for LLM training*.
     """
     start = time.perf_counter()
     key = profile_key()
@@ -195,7 +195,7 @@ def measure_profile(timeout: float = 120.0) -> MachineProfile:
 def save_profile(profile: MachineProfile, path: str | Path | None = None) -> Path:
     """Write ``profile`` as JSON to ``path`` (default :func:`profile_path`) atomically; return the path.
 
-    Chapter 8, *Data parallelism with DDP*.
+    Chapter 10, *Hardware for LLM training*.
     """
     if not isinstance(profile, MachineProfile):
         raise ValueError(f"save_profile() needs a MachineProfile (from measure_profile()), "
@@ -219,7 +219,7 @@ def load_profile(path: str | Path | None = None) -> MachineProfile | None:
     A file that is not a profile raises a ValueError that names the file and says to delete it
     or call ``machine_profile(refresh=True)``.
 
-    Chapter 8, *Data parallelism with DDP*.
+    Chapter 10, *Hardware for LLM training*.
     """
     path = Path(path) if path is not None else profile_path()
     try:
@@ -240,7 +240,7 @@ def machine_profile(refresh: bool = False, path: str | Path | None = None) -> Ma
     CPU, thread count or torch version is measured again; an unreadable one too, with a warning.
     ``path`` overrides the cache file (default :func:`profile_path`).
 
-    Chapter 8, *Data parallelism with DDP*.
+    Chapter 10, *Hardware for LLM training*.
     """
     if refresh not in (True, False):
         raise ValueError(f"refresh must be True or False, got {refresh!r}")

@@ -27,7 +27,6 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from course_lib.hardware import allreduce_bench
 from course_lib.parallel import cost_model, ddp, launch, links
 
 __all__ = ["ChapterRuns", "LinkRun", "ReducerFacts", "StepMarks", "backward_medians",
@@ -250,12 +249,7 @@ def reducer_facts(steps: int = 3, width: int = 64, depth: int = 4) -> ReducerFac
 
 @dataclass(frozen=True)
 class ChapterRuns:
-    """One rank's results of :func:`train_all`: trainings, runs over a link, facts, gloo's timing.
-
-    ``gloo`` is gloo's all-reduce timed in the same process group right after the runs over the
-    link: its ``fit()`` is the link :func:`predicted_backward` needs, measured under the same
-    conditions as the runs it predicts (a profile measured at another moment, on a machine
-    busy then or now, is not).
+    """One rank's results of :func:`train_all`: DDP trainings, runs over a link, reducer facts.
 
     Chapter 8, *Data parallelism with DDP*.
     """
@@ -263,7 +257,6 @@ class ChapterRuns:
     ddp: list[ddp.DDPRank]
     link: list[LinkRun]
     reducer: ReducerFacts
-    gloo: allreduce_bench.AllReduceSweep
 
 
 def train_all(runs: Sequence[dict[str, Any]], link_runs: Sequence[dict[str, Any]],
@@ -274,6 +267,4 @@ def train_all(runs: Sequence[dict[str, Any]], link_runs: Sequence[dict[str, Any]
     Chapter 8, *Data parallelism with DDP*.
     """
     trained = ddp.train_many(runs)
-    over_link = train_over_link(link_runs, link_steps)
-    gloo = allreduce_bench.time_allreduce(launch.init_worker(), repeats=3)
-    return ChapterRuns(trained, over_link, reducer_facts(), gloo)
+    return ChapterRuns(trained, train_over_link(link_runs, link_steps), reducer_facts())

@@ -348,19 +348,39 @@ def test_every_exercise_shows_its_stub_and_a_collapsed_worked_solution(offline_p
     assert feedback.count() == len(stubs) >= 3
     for i in range(feedback.count()):
         assert feedback.nth(i).inner_text().startswith(waiting), feedback.nth(i).inner_text()
-    # Each worked solution is collapsed: its code hidden until a click, its passing feedback shown.
+    # Each worked solution is collapsed, its code and its output (a prediction's answer, the
+    # feedback) behind one button: the reader predicts before seeing.
     solutions = page.locator(".cell.tag_solution")
     assert solutions.count() == len(stubs)
     show = "Toon de uitgewerkte oplossing" if dutch else "Show the worked solution"
     for i in range(solutions.count()):
         cell = solutions.nth(i)
-        code = cell.locator(".cell_input")
-        assert not code.is_visible()
+        code, output = cell.locator(".cell_input"), cell.locator(".cell_output")
+        assert not code.is_visible() and not output.is_visible()
+        assert cell.locator("details").count() == 1
         assert cell.locator("details").evaluate("d => !d.open")
         summary = cell.locator("summary")
         assert show in summary.inner_text()
         summary.click()
         code.wait_for(state="visible", timeout=5_000)
+        output.wait_for(state="visible", timeout=5_000)
         assert "must_pass=True" in code.inner_text()
         passed = ("Geslaagd", "Goed") if dutch else ("Passed", "Right")
-        assert cell.locator(".cell_output").inner_text().startswith(passed)
+        assert output.inner_text().startswith(passed)
+
+
+@pytest.mark.parametrize("notebook", LAB_PAGES)
+def test_the_setup_cell_is_one_line_until_opened(offline_page, book_server, notebook):
+    """The setup cell (Colab install, environment check) shows as one closed line."""
+    page = offline_page
+    chapter_text(page, book_server, notebook)
+    setup = page.locator(".cell.tag_course-setup")
+    assert setup.count() == 1
+    code, output = setup.locator(".cell_input"), setup.locator(".cell_output")
+    assert not code.is_visible() and not output.is_visible()
+    summary = setup.locator("summary")
+    assert "Colab" in summary.inner_text() and "\n" not in summary.inner_text().strip()
+    summary.click()
+    code.wait_for(state="visible", timeout=5_000)
+    assert "setup_notebook(seed=0)" in code.inner_text()
+    assert output.inner_text().strip()  # the environment report, one click away

@@ -1,0 +1,88 @@
+"""The chapters' tables cite their sources as the book does (course_lib.base.tables.cite):
+"Narayanan et al. (2021)", the label of the book's bibliography page with the year in
+brackets, never the key of book/references.bib; the published runs of chapters 9 and 10
+say a yes-or-no figure's tolerance in words."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from course_lib.base import tables
+from course_lib.base.tables import cite
+from course_lib.chapters import ch09, ch10
+from course_lib.planner import world
+
+BOOK = Path(__file__).resolve().parents[1] / "book"
+
+
+@pytest.fixture(scope="module")
+def book_labels() -> dict[str, str]:
+    """{key: label} as the book's bibliography page writes them (book/_ext, pybtex)."""
+    pytest.importorskip("sphinxcontrib.bibtex")
+    from pybtex.database import parse_file
+
+    sys.path.insert(0, str(BOOK / "_ext"))
+    try:
+        import course_citations
+    finally:
+        sys.path.remove(str(BOOK / "_ext"))
+    style = course_citations.CoursePlainStyle()
+    entries = style.sort(parse_file(str(tables.BIBLIOGRAPHY)).entries.values())
+    return dict(zip([e.key for e in entries], style.format_labels(entries)))
+
+
+def test_the_library_labels_every_entry_as_the_bibliography_page(book_labels):
+    assert tables.bibliography_labels() == book_labels
+
+
+def test_a_key_is_cited_as_the_text_cites_it():
+    assert cite("narayanan2021megatron") == "Narayanan et al. (2021)"  # three or more
+    assert cite("frantar2022obc") == "Frantar and Alistarh (2022)"  # two
+    assert cite("goldberg1991floating") == "Goldberg (1991)"  # one
+    assert cite("nvidia_h100") == "NVIDIA (2026g)"  # an organisation, its letter
+    assert cite("amd_threadripper_pro_7000") == "AMD (2023)"  # "{AMD}": no braces
+    assert cite("dettmers2022llmint8") == "Dettmers et al. (2022a)"
+
+
+def test_anything_else_is_left_as_it_is(tmp_path):
+    assert cite("measured here") == "measured here"
+    assert cite("assumption") == "assumption"
+    # Without the book (an installed package), a key is all there is to show.
+    missing = tmp_path / "references.bib"
+    assert tables.bibliography_labels(missing) == {}
+    assert cite("nvidia_h100", missing) == "nvidia_h100"
+
+
+def test_a_small_bib_file_reads_as_bibtex_does(tmp_path):
+    bib = tmp_path / "refs.bib"
+    bib.write_text("""@comment{ignored}
+@article{b, author = {R{\\'e}, Christopher}, title = {Zeta}, year = {2020}}
+@misc{a, author = {Hugging{ }Face}, title = {Beta}, year = 2021}
+@misc{c, author = {{Hugging Face}}, title = {Alpha}, year = 2021}
+@book{d, author = {von Werra, Leandro and Wolf, Thomas and others}, title = "T", year = {2019}}
+""", encoding="utf-8")
+    assert tables.bibliography_labels(bib) == {
+        "b": "Ré, 2020", "c": "Hugging Face, 2021a", "a": "Hugging Face, 2021b",
+        "d": "von Werra et al., 2019"}
+
+
+@pytest.mark.parametrize("sources", [("rajbhandari2020zero", "zhao2023fsdp"),
+                                     ("narayanan2021megatron", "dubey2024llama3")])
+def test_the_published_runs_cite_their_sources_and_say_their_tolerance(sources):
+    table = ch09.published_runs_table(world.comparison(sources))
+    assert ch10.published_runs_table is ch09.published_runs_table
+    raw = world.comparison_table(world.comparison(sources))
+    assert len(table.rows) == len(raw.rows) and table.headers == raw.headers
+    text = str(table) + table._repr_html_()
+    for key in tables.bibliography_labels():
+        assert not re.search(rf"(?<![\w/.-]){re.escape(key)}(?![\w-])", text), key
+    cited = {row[0] for row in table.rows}
+    assert cited == {cite(key) for key in sources}
+    tolerance = table.headers.index("tolerance")
+    assert "verdict" not in {row[tolerance] for row in table.rows}
+    if "zhao2023fsdp" in sources:  # its figures are yes or no: fits, or out of memory
+        assert "exact: fits or not" in {row[tolerance] for row in table.rows}

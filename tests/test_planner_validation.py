@@ -1,0 +1,130 @@
+"""The planner's validation set: published runs predicted from their settings alone
+(course_lib.planner.validation)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from pathlib import Path
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")
+
+from course_lib.planner import validation  # noqa: E402
+from course_lib.planner.model import plan  # noqa: E402
+
+BIB = Path(__file__).resolve().parents[1] / "book" / "references.bib"
+#: The size of the validation set reached when it was written (issue 37 asks for 40).
+MIN_RUNS = 50
+
+
+@pytest.fixture(scope="module")
+def mfu() -> float:
+    return validation.calibrate()
+
+
+def test_the_set_is_large_and_from_several_sources():
+    runs = validation.RUNS
+    assert len(runs) >= MIN_RUNS
+    assert len({run.name for run in runs}) == len(runs), "run names are unique"
+    assert len({run.source for run in runs}) >= 5
+    keys = set(re.findall(r"^@\w+\{([^,]+),", BIB.read_text(encoding="utf-8"), re.M))
+    assert {run.source for run in runs} <= keys, "every source is in the bibliography"
+    for run in runs:
+        assert run.kind in validation.KINDS
+        assert run.where and run.verified, run.name
+        assert isinstance(run.value, bool) == (run.kind == "fits"), run.name
+
+
+@pytest.mark.parametrize("run", validation.RUNS, ids=lambda run: run.name)
+def test_every_run_is_accepted_by_the_planner(run):
+    assert "mfu" not in run.inputs, "the efficiency is the calibration, never an input"
+    result = plan(**run.inputs)
+    assert result.time.step > 0
+
+
+def test_no_published_value_is_an_input_of_its_own_row(mfu):
+    """Move every published figure: no prediction may move with it."""
+    moved = [dataclasses.replace(run, value=(not run.value) if run.kind == "fits"
+                                 else run.value * 1.37) for run in validation.RUNS]
+    before = validation.validate(mfu=mfu)
+    after = validation.validate(moved, mfu=mfu)
+    assert len(before) == len(after)
+    for a, b in zip(before, after):
+        assert a.predicted == b.predicted, a.run.name
+        if a.run.kind != "fits":
+            assert b.ratio == pytest.approx(a.ratio / 1.37)
+
+
+def test_no_published_value_enters_the_calibration():
+    """The calibration reads the named runs' figures; moving any other leaves it."""
+    named = set(validation.CALIBRATION_RUNS)
+    moved = tuple(run if run.name in named or run.kind == "fits"
+                  else dataclasses.replace(run, value=run.value * 3)
+                  for run in validation.RUNS)
+    assert validation.calibrate(runs=moved) == validation.calibrate()
+
+
+def test_the_calibration_runs_are_left_out_of_the_rows(mfu):
+    rows = validation.validate(mfu=mfu)
+    names = {row.run.name for row in rows}
+    assert not names & set(validation.CALIBRATION_RUNS)
+    assert len(rows) == len(validation.RUNS) - len(validation.CALIBRATION_RUNS)
+
+
+def test_the_calibration_meets_its_target_on_its_runs(mfu):
+    assert 0.05 < mfu < 1
+    runs = [run for run in validation.RUNS if run.name in validation.CALIBRATION_RUNS]
+    logs = [math.log(validation.predict(run, mfu)[0] / run.value) for run in runs]
+    assert sum(logs) / len(logs) == pytest.approx(0, abs=1e-6)
+
+
+@pytest.mark.parametrize("target", [50.0, 1e-4])
+def test_the_calibration_raises_when_its_target_is_unreachable(target):
+    with pytest.raises(ValueError, match="cannot reach its target"):
+        validation.calibrate(target=target)
+
+
+def test_the_calibration_refuses_unknown_or_verdict_runs():
+    with pytest.raises(ValueError, match="no calibration runs"):
+        validation.calibrate(["no such run"])
+    verdict = next(run.name for run in validation.RUNS if run.kind == "fits")
+    with pytest.raises(ValueError, match="throughput runs"):
+        validation.calibrate([verdict])
+
+
+def test_a_run_with_an_mfu_input_is_refused():
+    run = dataclasses.replace(validation.RUNS[0], inputs={**validation.RUNS[0].inputs,
+                                                          "mfu": 0.5})
+    with pytest.raises(ValueError, match="calibration"):
+        validation.predict(run, 0.4)
+
+
+def test_rows_carry_ratio_and_band(mfu):
+    rows = validation.validate(mfu=mfu)
+    low, high = validation.BAND
+    for row in rows:
+        if row.run.kind == "fits":
+            assert row.within == (row.predicted is row.run.value)
+        else:
+            assert row.ratio == pytest.approx(row.predicted / row.run.value)
+            assert row.within == (low <= row.ratio <= high)
+    summary = validation.summary(rows)
+    good, total = summary["all"]
+    assert total == sum(row.run.kind != "fits" for row in rows) and 0 <= good <= total
+
+
+def test_the_table_and_the_plot_are_produced(mfu):
+    rows = validation.validate(mfu=mfu)
+    table = validation.validation_table(rows)
+    assert len(table.rows) == len(rows)
+    text = str(table)
+    assert "ratio" in text and "Megatron" in text
+    ax = validation.plot_ratios(rows)
+    assert ax.get_xscale() == "log"
+    assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
+    assert len(ax.get_yticklabels()) == sum(row.run.kind != "fits" for row in rows)
+    matplotlib.pyplot.close(ax.figure)
