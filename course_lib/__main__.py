@@ -25,16 +25,17 @@ _PLAN_FLAGS = (
     ("--precision", "precision", "fp32, bf16-mixed (default), fp16-mixed or bf16"),
     ("--optimizer", "optimizer", "adam (default), adam-8bit, sgd-momentum or sgd"),
     ("--gpu", "gpu", "a100-40, a100-80, h100 (default), l40s or custom"),
-    ("--gpu-memory", "gpu_memory_gb", "GPU memory in GB (a custom GPU)"),
-    ("--gpu-tflops", "gpu_tflops", "GPU peak in TFLOP/s at the precision (custom GPU)"),
+    ("--gpu-memory", "gpu_memory_gb", "GPU memory in GB (--gpu custom)"),
+    ("--gpu-tflops", "gpu_tflops", "GPU peak in TFLOP/s at the precision (--gpu custom)"),
     ("--gpus-per-node", "gpus_per_node", "GPUs per node (default 8)"),
     ("--nodes", "nodes", "nodes (default 1)"),
     ("--node-link", "node_link", "link in a node (default: the GPU's own; or custom)"),
     ("--network-link", "network_link", "between nodes (default ib-ndr; or custom)"),
-    ("--node-alpha-us", "node_alpha_us", "latency per step in a node, microseconds"),
-    ("--node-beta-gbs", "node_beta_gbs", "bandwidth inside a node, GB/s per GPU"),
-    ("--net-alpha-us", "net_alpha_us", "latency per step between nodes, microseconds"),
-    ("--net-beta-gbs", "net_beta_gbs", "bandwidth between nodes, GB/s per GPU"),
+    ("--node-alpha-us", "node_alpha_us", "latency per step in a node, microseconds (--node-link custom)"),
+    ("--node-beta-gbs", "node_beta_gbs", "bandwidth inside a node, GB/s per GPU (--node-link custom)"),
+    ("--net-alpha-us", "net_alpha_us", "latency per step between nodes, microseconds "
+     "(--network-link custom)"),
+    ("--net-beta-gbs", "net_beta_gbs", "bandwidth between nodes, GB/s per GPU (--network-link custom)"),
     ("--zero", "zero", "ZeRO stage 0-3 (0 = DDP, 3 = FSDP full sharding; default 0)"),
     ("--shard", "shard", "hybrid sharding: shard over groups of this many replicas"),
     ("--tp", "tp", "tensor-parallel degree, inside a node (default 1)"),
@@ -45,6 +46,12 @@ _PLAN_FLAGS = (
     ("--tokens", "tokens", "tokens to train on, e.g. 2T (default: the preset's, or 20 "
      "per parameter)"),
     ("--mfu", "mfu", "share of the peak reached while computing (default 0.4)"),
+)
+#: The plan command's flags that describe a custom GPU or link: (the choice, its flags).
+_CUSTOM_ONLY = (
+    ("--gpu", ("--gpu-memory", "--gpu-tflops")),
+    ("--node-link", ("--node-alpha-us", "--node-beta-gbs")),
+    ("--network-link", ("--net-alpha-us", "--net-beta-gbs")),
 )
 _PLAN_SWITCHES = (
     ("--offload", "offload", True, "CPU offload: optimizer states, master weights"),
@@ -293,7 +300,26 @@ def run_plan(args: argparse.Namespace) -> str:
     names += [dest for _, dest, _, _ in _PLAN_SWITCHES]
     inputs = {name: getattr(args, name) for name in names
               if getattr(args, name) is not None}
+    check_custom_only(args)
     return report.report(model.plan(language=args.language, **inputs))
+
+
+def check_custom_only(args: argparse.Namespace) -> None:
+    """Refuse a custom GPU's or link's figure (``--node-alpha-us``) without ``--node-link custom``.
+
+    The planner's view shows those boxes for a custom choice only; on the command line such a
+    flag would otherwise change a published GPU or link without a word.
+    """
+    from course_lib.planner import texts
+
+    dest = {flag: name for flag, name, _ in _PLAN_FLAGS}
+    for choice, flags in _CUSTOM_ONLY:
+        if str(getattr(args, dest[choice]) or "").strip().lower() == "custom":
+            continue
+        for flag in flags:
+            if getattr(args, dest[flag]) is not None:
+                raise ValueError(texts.text("plan_err_custom_only", args.language, flag=flag,
+                                            choice=choice, first=flags[0], second=flags[1]))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -308,6 +334,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from course_lib.base.env import check_env
 
         report = check_env(online_probe=not args.offline)
+        if report.torch and report.transformers:  # the saved models, as the notebooks load them
+            from course_lib.prepare import model_problems
+
+            report.problems += model_problems()
         print(report)
         return 0 if report.ok else 1
     if args.command == "prepare":

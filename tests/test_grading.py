@@ -222,3 +222,60 @@ def test_the_commands_take_no_abbreviated_options(notebook, capsys):
     with pytest.raises(SystemExit):
         grading.main(["grade", str(notebook), "--time", "5"])
     assert "unrecognized arguments: --time" in capsys.readouterr().err
+
+
+# --- a broken notebook: one line, nothing run, nothing written (issue 40) -------------------------
+
+BROKEN = {
+    "a cell without its outputs": ('{"cell_type": "code", "metadata": {"tags": ["exercise"]}, '
+                                   '"source": "x = 1"}', "cell 2: 'outputs' is a required property"),
+    "an unknown cell type": ('{"cell_type": "banana", "metadata": {}, "source": "x"}',
+                             "cell 2: is not a markdown, code or raw cell"),
+}
+
+
+def broken_notebook(path: Path, cell: str) -> Path:
+    """A notebook file whose second cell breaks the format (nbformat reads it, its schema does not)."""
+    good = '{"cell_type": "markdown", "metadata": {}, "source": "# lab"}'
+    path.write_text('{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, '
+                    f'"cells": [{good}, {cell}]}}')
+    return path
+
+
+@pytest.mark.parametrize("case", BROKEN)
+def test_grade_refuses_a_notebook_that_breaks_the_format_in_one_line(tmp_path, capsys, case):
+    cell, where = BROKEN[case]
+    path = broken_notebook(tmp_path / "lab.ipynb", cell)
+    before = path.read_bytes()
+    assert grading.main(["grade", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1, captured
+    assert f"{path} is not a valid notebook: {where}" in captured.err
+    assert "Traceback" not in captured.err and path.read_bytes() == before
+
+
+@pytest.mark.parametrize("broken", ["not JSON", "a cell without its outputs"])
+def test_learner_copies_from_a_broken_notebook_write_nothing(tmp_path, capsys, broken):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    nbformat.write(half_solved(), src / "01_lab.ipynb")  # read (and would be written) first
+    if broken == "not JSON":
+        (src / "02_lab.ipynb").write_text('{"cells": [')
+    else:
+        broken_notebook(src / "02_lab.ipynb", BROKEN[broken][0])
+    assert grading.main(["learner-copies", str(dst), "--source", str(src)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "02_lab.ipynb is not a" in err and "Nothing was written" in err
+    assert not dst.exists()
+
+
+def test_learner_copies_over_a_corrupted_notebook_leave_it_as_it_is(tmp_path, capsys):
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    dst.mkdir()
+    nbformat.write(half_solved(), src / "lab.ipynb")
+    (dst / "lab.ipynb").write_text('{"cells": [ half a learner\'s notebook')
+    assert grading.main(["learner-copies", str(dst), "--source", str(src)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "lab.ipynb" in err and "--force" in err
+    assert (dst / "lab.ipynb").read_text() == '{"cells": [ half a learner\'s notebook'

@@ -583,3 +583,84 @@ def test_torchrun_killed_with_sigkill_leaves_no_rank_running(tmp_path):
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(torchrun.pid, signal.SIGKILL)
+
+
+# --- a rank killed from outside, a port taken (issue 40) -------------------------------------------
+
+KILLED_RANK = """
+import os, signal, time
+import torch
+import torch.distributed as dist
+from course_lib.parallel import launch
+
+
+def die_mid_run(sig):
+    worker = launch.init_worker()
+    total = torch.ones(1000)
+    for step in range(500):
+        dist.all_reduce(total)
+        if worker.rank == 1 and step == 5:
+            os.kill(os.getpid(), getattr(signal, sig))  # as `kill` from another shell would
+        time.sleep(0.01)
+    return 0
+"""
+
+
+@pytest.fixture
+def killed_rank(tmp_path, monkeypatch):
+    folder = tmp_path / "functions"
+    folder.mkdir()
+    (folder / "killed_rank.py").write_text(KILLED_RANK)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(folder),
+                                                                  os.environ.get("PYTHONPATH")])))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
+@pytest.mark.parametrize("echo", [True, False])
+def test_a_rank_killed_mid_run_is_named_with_its_signal(killed_rank, capsys, sig, echo):
+    """Not only the survivors' gloo errors: the rank that died, and the signal it got."""
+    start = time.monotonic()
+    with pytest.raises(LaunchError) as info:
+        launch.launch("killed_rank:die_mid_run", 2, {"sig": sig}, timeout=120, echo=echo)
+    assert time.monotonic() - start < 60
+    message = str(info.value)
+    number = getattr(signal, sig).value
+    assert message.startswith(f"rank 1 was killed by {sig} (signal {number}), not by the "
+                              "launcher"), message
+    assert "rank 0 failed," not in message and "Traceback" not in message
+    assert all(len(line) <= 88 for line in message.splitlines())
+    assert "Traceback" not in capsys.readouterr().out
+
+
+def test_a_busy_port_given_to_launch_is_refused_before_anything_starts():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        held.bind((launch.HOST, 0))
+        held.listen()
+        port = held.getsockname()[1]
+        start = time.monotonic()
+        with pytest.raises(LaunchError, match=rf"^port {port} on {launch.HOST} is busy"):
+            launch.launch(HELLO, 2, port=port, timeout=60)
+        assert time.monotonic() - start < 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("given", [True, False], ids=["port given", "port picked"])
+def test_a_port_taken_between_the_check_and_rank_0_is_named(monkeypatch, capsys, given):
+    """Another program listens on the port by the time rank 0 opens it (the check passed)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        held.bind((launch.HOST, 0))
+        held.listen()
+        port = held.getsockname()[1]
+        monkeypatch.setattr(launch, "check_port", lambda p, host=launch.HOST: p)
+        monkeypatch.setattr(launch, "free_port", lambda host=launch.HOST: port)
+        start = time.monotonic()
+        with pytest.raises(LaunchError) as info:
+            launch.launch(HELLO, 2, port=port if given else None, timeout=120)
+        assert time.monotonic() - start < 60
+    message = str(info.value)
+    fix = "Pass port=None to pick a free one" if given else "Run it again"
+    assert message == (f"port {port} on {launch.HOST} is busy: another program took it before "
+                       "rank 0 could listen on it, and the ranks were stopped. "
+                       f"{fix}, or stop that program.")
+    assert_all_gone(printed_pids(capsys.readouterr().out))

@@ -235,3 +235,40 @@ def test_the_other_torchrun_entry_points_run_on_two_ranks(module, argv, pattern)
     values = [float(v) for found in gaps
               for v in (found if isinstance(found, tuple) else (found,))]
     assert max(values) < 1e-4
+
+
+# --- a node missing, a bad node count (issue 40) ----------------------------------------------
+
+@pytest.mark.parametrize("nproc_per_node", [0, -1, True, 2.0])
+def test_two_nodes_refuse_a_node_size_that_is_not_a_whole_number_of_ranks(nproc_per_node):
+    with pytest.raises(ValueError, match=r"^nproc_per_node must be a whole number >= 1 \(the "
+                                         r"ranks each node starts, torchrun's --nproc-per-node\), "
+                                         rf"got {nproc_per_node!r}\.$"):
+        mesh.two_nodes(nproc_per_node=nproc_per_node)
+
+
+@pytest.mark.parametrize("kwargs", [{"nodes": (2,)}, {"nodes": ()}, {"nodes": (0, 0)},
+                                    {"join_timeout": 0}, {"join_timeout": float("nan")}])
+def test_two_nodes_refuse_bad_nodes_and_join_timeouts(kwargs):
+    with pytest.raises(ValueError, match="nodes must name|join_timeout must be"):
+        mesh.two_nodes(**kwargs)
+
+
+@pytest.mark.slow
+def test_one_node_alone_stops_after_its_join_timeout_naming_the_missing_node():
+    """The README's two-node command run in one shell only: no hang, one message."""
+    port = launch.free_port()
+    start = time.monotonic()
+    with pytest.raises(launch.LaunchError) as info:
+        mesh.two_nodes(["--tp", "1", "--steps", "1"], nproc_per_node=1, port=port,
+                       nodes=(0,), join_timeout=5, timeout=120)
+    assert time.monotonic() - start < 5 + 30
+    assert str(info.value) == (
+        f"node 1 did not join the rendezvous at 127.0.0.1:{port} within 5 s: only node 0 was "
+        "started here, and it stopped waiting. Start node 1 too (the same torchrun command "
+        "with --node-rank=1, in another shell or on the other machine) within 5 s of node 0, "
+        "or pass a larger join_timeout=.")
+    deadline = time.monotonic() + 10
+    while processes_with(f"127.0.0.1:{port}") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_with(f"127.0.0.1:{port}") == []

@@ -293,3 +293,71 @@ def test_the_course_marks_its_models_and_still_knows_its_older_ones(trainings, t
     assert models.course_record(folder) is not None
     assert train_course_model(capsys, "--output", str(folder))[0] == 0  # replaced, no --overwrite
     assert models.course_record(folder)["written_by"] == models.WRITTEN_BY
+
+
+# --- every saved model loads as a reader loads it; a folder of the cache not writable (issue 40) --
+
+def only_step(monkeypatch, name: str) -> None:
+    """Let ``prepare`` run only its step whose description holds ``name``."""
+    from course_lib import prepare
+
+    every = getattr(prepare.steps, "every", prepare.steps)
+    chosen = [step for step in every() if name in step[0]]
+    assert len(chosen) == 1
+
+    def steps() -> list:
+        return chosen
+
+    steps.every = every
+    monkeypatch.setattr(prepare, "steps", steps)
+
+
+@pytest.mark.parametrize("how", ["deleted", "garbage"])
+def test_a_course_model_whose_tokenizer_does_not_load_is_named_and_prepare_rebuilds_it(
+        trainings, cache, capsys, monkeypatch, how):
+    from transformers import AutoTokenizer
+
+    course_model.build_course_model(verbose=False, progress=False)
+    directory = models.course_model_dir()
+    if how == "deleted":
+        (directory / "tokenizer.json").unlink()
+        said = f"The course model at {directory} is incomplete: tokenizer.json missing"
+    else:
+        (directory / "tokenizer.json").write_text("{not json")
+        said = f"The course model's tokenizer at {directory} does not load with AutoTokenizer"
+    with pytest.raises(models.CheckpointError, match="Rebuild it with"):
+        course_model.check_course_model()
+    capsys.readouterr()
+    assert cli.main(["check", "--offline"]) == 1
+    out = capsys.readouterr().out
+    assert said in out and "fix: run `python -m course_lib prepare`, which rebuilds it" in out
+    only_step(monkeypatch, "course model")
+    assert cli.main(["prepare"]) == 0
+    out = capsys.readouterr().out
+    assert said in out and "Rebuilding it" in out and trainings == [1, 1]
+    assert AutoTokenizer.from_pretrained(str(directory)) is not None
+    assert cli.main(["check", "--offline"]) == 0
+
+
+def test_prepare_with_a_read_only_models_folder_and_a_model_missing_names_the_folder(
+        tokenizer, cache, capsys, monkeypatch):
+    """Tests run as root, where chmod stops no write: unwritable means os.access says so."""
+    runs: list[int] = []
+    monkeypatch.setattr(training, "train", lambda *a, **k: runs.append(1) or [1.0])
+    monkeypatch.setattr(data, "course_tokenizer", lambda *a, **k: tokenizer)
+    locked = cache / "models"
+    locked.mkdir(parents=True)
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode, **k: Path(p) != locked and real(p, mode, **k))
+    only_step(monkeypatch, "three tiny models")
+    assert cli.main(["prepare"]) == 1
+    err = capsys.readouterr().err
+    assert err == (f"python -m course_lib prepare: error: The course cache's folder {locked} is "
+                   "not writable, so a model missing there cannot be saved; make it writable "
+                   f"(chmod -R u+w {locked}), or set COURSE_LIB_CACHE to another, writable "
+                   "folder.\n")
+    assert not runs and list(locked.iterdir()) == []  # refused before any training
+    assert cli.main(["check", "--offline"]) == 1
+    assert f"The course cache's folder {locked} is not writable" in capsys.readouterr().out
+    only_step(monkeypatch, "course tokenizer")  # nothing to write in models/: no refusal
+    assert cli.main(["prepare"]) == 0

@@ -201,3 +201,32 @@ def test_the_command_runs_as_a_module():
         "the tensor-parallel degree 5 must divide the 8 GPUs per node; use one of 1, "
         "2, 4, 8"
     ]
+
+
+@pytest.mark.parametrize(
+    "args, choice, language",
+    [
+        (["--gpu-memory", "80"], "--gpu", "en"),
+        (["--gpu", "h100", "--gpu-tflops", "500"], "--gpu", "en"),
+        (["--node-alpha-us", "3"], "--node-link", "en"),
+        (["--node-link", "nvlink4", "--node-beta-gbs", "100"], "--node-link", "nl"),
+        (["--net-alpha-us", "5"], "--network-link", "en"),
+        (["--network-link", "ib-ndr", "--net-beta-gbs", "20"], "--network-link", "nl"),
+    ],
+)
+def test_a_custom_figure_without_its_custom_choice_is_refused(capsys, args, choice, language):
+    """Issue 40: such a flag changed a published GPU or link without a word."""
+    flag = next(a for a in args if a.startswith("--") and a != choice)
+    assert main(["plan", *args, "--language", language]) == 2
+    err = capsys.readouterr().err
+    said = {"en": f"{flag} is for {choice} custom only: add {choice} custom",
+            "nl": f"{flag} geldt alleen bij {choice} custom: voeg {choice} custom toe"}
+    assert err.startswith("python -m course_lib plan: error: ") and said[language] in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_custom_figures_with_their_custom_choice_are_taken(capsys):
+    args = ["--gpu", "Custom", "--gpu-memory", "80", "--gpu-tflops", "989",
+            "--node-link", "custom", "--node-alpha-us", "3", "--node-beta-gbs", "450"]
+    assert main(["plan", *args]) == 0
+    assert "custom GPU" in capsys.readouterr().out

@@ -128,3 +128,19 @@ def test_the_table_and_the_plot_are_produced(mfu):
     assert ax.get_xlabel() and ax.get_ylabel() and ax.get_title()
     assert len(ax.get_yticklabels()) == sum(row.run.kind != "fits" for row in rows)
     matplotlib.pyplot.close(ax.figure)
+
+
+def test_the_landing_page_and_readme_state_the_validation_as_it_comes_out():
+    """The counts written in book/intro.md and the README are the ones validate() gives."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    rows = validation.validate()
+    within, numeric = validation.summary(rows)["all"]
+    intro = (root / "book" / "intro.md").read_text(encoding="utf-8")
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    assert f"next to {numeric} figures of published runs" in intro
+    assert 0.6 < within / numeric < 0.75 and "about two thirds" in intro
+    assert f"{within} of the {numeric} figures with a number" in readme
+    assert f"{len(validation.RUNS)} runs of Megatron-LM" in readme
+    assert f"the other {len(rows)} are" in readme

@@ -234,11 +234,17 @@ class CacheError(OSError):
     """
 
 
-def cache_problem() -> tuple[str, str] | None:
+#: The cache's folders of trained models (chapter 1's, the fine-tunes): a model missing there
+#: is trained, then written into them.
+CACHE_FOLDERS = ("models", "finetunes")
+
+
+def cache_problem(folders: bool = True) -> tuple[str, str] | None:
     """(problem, fix) when :func:`cache_dir` is not a writable folder, nor one that can be created.
 
     Creates nothing: an existing cache must be a folder this process may write in; a missing one
-    needs its nearest existing parent to be such a folder.
+    needs its nearest existing parent to be such a folder. With ``folders``, the folders of
+    :data:`CACHE_FOLDERS` that exist must be writable folders too.
 
     Chapter 1, *Pretraining objectives*.
     """
@@ -260,15 +266,26 @@ def cache_problem() -> tuple[str, str] | None:
     if not os.access(existing, os.W_OK | os.X_OK):
         what = "is not writable" if existing == path else f"cannot be created: {existing} is not writable"
         return f"The course cache {where} {what}", fix
+    other = "set COURSE_LIB_CACHE to another, writable folder"
+    for name in CACHE_FOLDERS if folders and existing == path else ():
+        sub = path / name
+        if sub.exists() and not sub.is_dir():
+            return (f"The course cache's folder {sub} is a file",
+                    f"remove that file (the course makes the folder), or {other}")
+        if sub.is_dir() and not os.access(sub, os.W_OK | os.X_OK):
+            return (f"The course cache's folder {sub} is not writable, so a model missing there "
+                    "cannot be saved", f"make it writable (chmod -R u+w {sub}), or {other}")
     return None
 
 
-def check_cache() -> Path:
+def check_cache(folders: bool = True) -> Path:
     """:func:`cache_dir`, after checking that it can be written; else :class:`CacheError` with the fix.
+
+    ``folders`` as in :func:`cache_problem`: checked before a model is trained into the cache.
 
     Chapter 1, *Pretraining objectives*.
     """
-    problem = cache_problem()
+    problem = cache_problem(folders)
     if problem is not None:
         raise CacheError(f"{problem[0]}; {problem[1]}.")
     return cache_dir()

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from course_lib.base.checks import positive
 from course_lib.base.tables import Table, cite
-from course_lib.chapters.ch09 import published_runs_table
 from course_lib.exercises.questions import Question
 from course_lib.hardware import disk, roofline, stream
 from course_lib.hardware.disk import ReadResult
@@ -31,9 +30,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = ["allreduce_table", "checkpoint_table", "gpu_table", "offload_ram_table",
-           "operations_table",
-           "platform_table", "plot_bandwidth", "plot_roofline", "published_runs_table",
-           "read_table", "throughput_table", "roofline_diagram", "time_to_train_table"]
+           "operations_table", "platform_table", "plot_bandwidth", "plot_roofline", "read_table", "throughput_table", "roofline_diagram", "time_to_train_table"]
 
 #: Workstation CPUs the lecture notes recommend: PCIe lanes, memory channels and their speed
 #: (MT/s), and the bibliography key of the vendor's figures.

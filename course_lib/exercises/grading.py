@@ -15,16 +15,19 @@ import re
 import shutil
 import sys
 import tempfile
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 import nbformat
+from nbformat.reader import NotJSONError
 
 from course_lib.base.checks import positive
 from course_lib.exercises.checker import MIME
 
-__all__ = ["GradeRow", "grade_notebook", "grade_table", "learner_copies", "learner_copy", "main"]
+__all__ = ["GradeRow", "grade_notebook", "grade_table", "learner_copies", "learner_copy", "main",
+           "read_notebook"]
 
 PROG = "python -m course_lib"
 
@@ -43,6 +46,48 @@ class GradeRow:
 
 def _tags(cell: nbformat.NotebookNode) -> set[str]:
     return set(cell.get("metadata", {}).get("tags", []))
+
+
+def _where(err: nbformat.ValidationError) -> str:
+    """Where a notebook breaks the format, and how, in a few words: "cell 3: 'outputs' is a required property"."""
+    path = list(err.absolute_path)
+    where = ""
+    if path[:1] == ["cells"] and len(path) > 1 and isinstance(path[1], int):
+        where = f"cell {path[1] + 1}" + "".join(f".{part}" for part in path[2:]) + ": "
+    elif path:
+        where = ".".join(map(str, path)) + ": "
+    what = err.message
+    if err.validator in ("oneOf", "anyOf"):  # jsonschema's message repeats the whole cell
+        kind = err.instance.get("cell_type") if isinstance(err.instance, dict) else None
+        what = ("is not a markdown, code or raw cell as the format defines them"
+                + (f" (cell_type {kind!r})" if kind is not None else ""))
+    return where + (what if len(what) <= 120 else what[:117] + "...")
+
+
+def read_notebook(path: str | Path) -> nbformat.NotebookNode:
+    """The notebook at ``path``, read and checked against the notebook format (nbformat's schema).
+
+    A file that is not JSON, or not a notebook, or that breaks the format (a cell without its
+    outputs, an unknown cell type) raises a ValueError that names the file and, for the format,
+    the cell and the fault; a missing file raises FileNotFoundError. nbformat's notes about
+    missing cell ids (it adds them) are not shown.
+
+    Used by the library's other modules.
+    """
+    path = Path(path)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            nb = nbformat.read(path, as_version=4)
+            nbformat.validate(nb)
+    except FileNotFoundError:
+        raise
+    except nbformat.ValidationError as err:
+        raise ValueError(f"{path} is not a valid notebook: {_where(err)}") from None
+    except Exception as err:  # noqa: BLE001 - not JSON, not a notebook, not a file
+        why = "not JSON" if isinstance(err, NotJSONError) else type(err).__name__
+        raise ValueError(f"{path} is not a readable notebook ({why})") from None
+    return nb
 
 
 def without_solutions(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
@@ -122,7 +167,7 @@ def grade_notebook(path: str | Path, timeout_s: float = 120.0) -> list[GradeRow]
 
     timeout_s = positive(timeout_s, "the timeout (seconds per cell, e.g. 120)")
     path = Path(path)
-    nb = without_solutions(nbformat.read(path, as_version=4))
+    nb = without_solutions(read_notebook(path))
     with tempfile.TemporaryDirectory(prefix="course-grade-") as folder:
         shutil.copy2(path, Path(folder) / path.name)
         client = NotebookClient(nb, timeout=timeout_s, kernel_name="python3", allow_errors=True,
@@ -165,7 +210,9 @@ def _cells_hash(nb: nbformat.NotebookNode) -> str:
 def _is_untouched_copy(path: Path) -> bool:
     """Whether ``path`` is a learner copy exactly as :func:`learner_copy` wrote it."""
     try:
-        nb = nbformat.read(path, as_version=4)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            nb = nbformat.read(path, as_version=4)
     except Exception:  # noqa: BLE001 - not a notebook we wrote: never overwritten
         return False
     mark = nb.metadata.get(COPY_KEY, {})
@@ -181,12 +228,16 @@ def learner_copy(src: str | Path, dst: str | Path, force: bool = False) -> Path:
 
     Used by the library's other modules.
     """
-    nb = without_solutions(nbformat.read(Path(src), as_version=4))
+    return _write_copy(read_notebook(src), Path(dst), force)
+
+
+def _write_copy(nb: nbformat.NotebookNode, dst: Path, force: bool) -> Path:
+    """Write the learner copy of the notebook ``nb`` (with solutions) to ``dst``."""
+    nb = without_solutions(nb)
     for cell in nb.cells:
         if "exercise" in _tags(cell) and cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
     nb.metadata[COPY_KEY] = {"sha256": _cells_hash(nb)}
-    dst = Path(dst)
     if dst.exists() and not force and not _is_untouched_copy(dst):
         raise FileExistsError(f"{dst} differs from the learner copy written there (a learner's "
                               "work?); it was left as it is")
@@ -201,7 +252,8 @@ def learner_copies(src_dir: str | Path, dst_dir: str | Path, force: bool = False
     Nothing is written unless every copy can be: a notebook in ``dst_dir`` that a learner
     changed (or that no learner copy wrote) is named in one :class:`FileExistsError`, unless
     ``force``. A source folder without notebooks, or a ``dst_dir`` that holds ``src_dir``,
-    is a :class:`ValueError`.
+    is a :class:`ValueError`, and so is a source notebook that is not a valid notebook (every
+    one is read and checked before anything is written).
 
     Used by the library's other modules.
     """
@@ -216,6 +268,11 @@ def learner_copies(src_dir: str | Path, dst_dir: str | Path, force: bool = False
     if not sources:
         raise ValueError(f"{src_dir} holds no notebooks (*.ipynb): give the course's notebooks "
                          "folder with --source")
+    try:
+        notebooks = {p: read_notebook(p) for p in sources}
+    except ValueError as err:
+        raise ValueError(f"{err}. Nothing was written; fix that notebook or move it out of "
+                         f"{src_dir}") from None
     changed = [dst_dir / p.relative_to(src_dir) for p in sources]
     changed = [d for d in changed if d.exists() and not _is_untouched_copy(d)]
     if changed and not force:
@@ -223,7 +280,7 @@ def learner_copies(src_dir: str | Path, dst_dir: str | Path, force: bool = False
         raise FileExistsError(f"{len(changed)} notebook(s) in {dst_dir} differ from the learner "
                               f"copies written there, a learner's work perhaps: {names}. Nothing "
                               "was written; move them away, or add --force to overwrite them")
-    return [learner_copy(p, dst_dir / p.relative_to(src_dir), force=True) for p in sources]
+    return [_write_copy(nb, dst_dir / p.relative_to(src_dir), True) for p, nb in notebooks.items()]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -274,12 +331,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     for name in args.notebooks:
         try:
-            nbformat.read(name, as_version=4)
+            read_notebook(name)
         except FileNotFoundError:
             print(f"{PROG} grade: error: no notebook {name}", file=sys.stderr)
             return 2
-        except Exception as err:  # not JSON, or not a notebook
-            print(f"{PROG} grade: error: {name} is not a readable notebook ({type(err).__name__})", file=sys.stderr)
+        except ValueError as err:  # not JSON, not a notebook, or not the notebook format
+            print(f"{PROG} grade: error: {err}; nothing was graded", file=sys.stderr)
             return 2
     status = 0
     for name in args.notebooks:

@@ -33,6 +33,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 from dataclasses import dataclass
@@ -298,6 +299,8 @@ def launch(target: str, nprocs: int = 2, kwargs: dict[str, Any] | None = None, *
     sent back or ends without returning.
     ``threads`` is each rank's ``OMP_NUM_THREADS`` (default: the cores shared out). Should this
     process die, the ranks end too, with what they started, and remove the launch folder.
+    A busy ``port`` is refused before anything starts; one taken in the meantime is named as
+    soon as rank 0 cannot listen on it. A rank killed from outside is named with its signal.
 
     Chapter 8, *Data parallelism with DDP*.
     """
@@ -311,6 +314,7 @@ def launch(target: str, nprocs: int = 2, kwargs: dict[str, Any] | None = None, *
         raise ValueError(f"kwargs must be JSON (numbers, strings, lists, dicts): {err}") from None
     if not timeout > 0:
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}.")
+    chosen = port is not None
     port = free_port() if port is None else check_port(port)
     if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int)
                                 or threads < 1):
@@ -346,9 +350,64 @@ def launch(target: str, nprocs: int = 2, kwargs: dict[str, Any] | None = None, *
             note = Path(results) / f"rank{rank}.error"  # what the rank itself said went wrong
             if note.is_file():
                 raise LaunchError(f"rank {rank} {note.read_text()} The other ranks were stopped.")
+            if code < 0:  # a signal from outside: the launcher had stopped nothing yet
+                raise LaunchError(_killed_report(Path(results), rank, code, echo,
+                                                 list(tails[rank])))
+            if any("EADDRINUSE" in p.read_text() for p in Path(results).glob("rank*.traceback")):
+                again = "Pass port=None to pick a free one" if chosen else "Run it again"
+                raise LaunchError(f"port {port} on {HOST} is busy: another program took it "
+                                  "before rank 0 could listen on it, and the ranks were "
+                                  f"stopped. {again}, or stop that program.")
             raise LaunchError(failures.failure_report(Path(results), rank, code, echo,
                                                       list(tails[rank])))
         return [_result(Path(results), rank) for rank in range(nprocs)]
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return f"{signal.Signals(number).name} (signal {number})"
+    except ValueError:
+        return f"signal {number}"
+
+
+def _last_error(traceback_text: str) -> str:
+    """The error line of a rank's trimmed traceback, cut to its first sentence."""
+    lines = traceback_text.rstrip().splitlines() or ["?"]
+    heads = [i for i, line in enumerate(lines) if not line.startswith(" ")]  # not a frame
+    error = " ".join(line.strip() for line in lines[heads[-1] if heads else -1:])
+    first = error.split(". ")[0].rstrip(".")
+    return first if len(first) <= 100 else first[:97] + "..."
+
+
+def _killed_report(results: Path, rank: int, code: int, echo: bool, tail: list[str]) -> str:
+    """The message when a signal from outside ended ``rank``: it names the rank and the signal.
+
+    The other ranks then fail in their collectives ("Connection closed by peer"); they are
+    the consequence, named after it in one line each. A rank that got SIGTERM ends its
+    group with SIGKILL, so its own note (``rank<r>.signal``) names the signal it got.
+    """
+    note = results / f"rank{rank}.signal"
+    name = note.read_text().strip() if note.is_file() else _signal_name(-code)
+    sent = {"SIGKILL": "a kill command, a job scheduler, or the system when memory ran out",
+            "SIGTERM": "a kill command or a job scheduler", "SIGINT": "an interrupt",
+            "SIGHUP": "a closed terminal"}.get(name.split()[0])
+    lines = [f"rank {rank} was killed by {name}, not by the launcher (by {sent}), and the "
+             "other ranks were stopped." if sent else
+             f"rank {rank} ended with {name}: it crashed in compiled code (torch or another "
+             "C extension), and the other ranks were stopped."]
+    errors: dict[str, list[int]] = {}
+    for path in sorted(results.glob("rank*.traceback")):
+        other = int(path.stem.removeprefix("rank"))
+        if other != rank:
+            errors.setdefault(_last_error(path.read_text()), []).append(other)
+    for error, ranks in errors.items():
+        named = ", ".join(map(str, sorted(ranks)))
+        lines.append(f"(rank{'s' * (len(ranks) > 1)} {named} then failed without it: {error})")
+    if not echo and tail:
+        lines.append(f"Its last lines: {' / '.join(tail[-3:])}")
+    return "\n".join(textwrap.fill(line, failures.WIDTH, subsequent_indent="  ",
+                                   break_long_words=False, break_on_hyphens=False)
+                     for line in lines)
 
 
 def _result(results: Path, rank: int) -> Any:
@@ -372,14 +431,17 @@ def _result(results: Path, rank: int) -> Any:
 
 def _watch(processes: list[subprocess.Popen], lines: queue.Queue, timeout: float,
            echo: bool, tails: dict[int, collections.deque]) -> tuple[int, int | None] | None:
-    """Print lines as they come until every rank exits; return (rank, code) of a failure."""
+    """Print lines as they come until every rank exits; return (rank, code) of a failure.
+
+    A rank that a signal ended is returned before those that then failed without it.
+    """
     deadline = time.monotonic() + timeout
     while True:
         _drain(lines, echo, wait=0.05, tails=tails)
         codes = [p.poll() for p in processes]
-        for rank, code in enumerate(codes):
-            if code not in (None, 0):
-                return rank, code
+        failed = [(rank, code) for rank, code in enumerate(codes) if code not in (None, 0)]
+        if failed:  # a rank killed by a signal first: the others fail because it is gone
+            return min(failed, key=lambda item: (item[1] >= 0, item[0]))
         if all(code == 0 for code in codes):
             return None
         if time.monotonic() > deadline:
@@ -486,7 +548,8 @@ def hello(fail_on: int = -1, hang_on: int = -1) -> Hello:
 def _worker_main(target: str, payload: str, results: str) -> int:
     """Run one rank: call the target, save its result as ``rank<r>.pkl``; 1 on failure."""
     rank, folder = int(os.environ["RANK"]), Path(results)
-    lifetime.die_with_parent(int(os.environ.get("COURSE_LIB_LAUNCHER", os.getppid())), folder)
+    lifetime.die_with_parent(int(os.environ.get("COURSE_LIB_LAUNCHER", os.getppid())), folder,
+                             rank)
     module, _, name = target.partition(":")
     try:
         function = getattr(importlib.import_module(module), name)

@@ -68,12 +68,14 @@ def leave(results: Path, orphaned: bool) -> NoReturn:
     os._exit(128 + signal.SIGTERM)
 
 
-def die_with_parent(launcher: int, results: Path) -> None:
+def die_with_parent(launcher: int, results: Path, rank: int | None = None) -> None:
     """Make this rank end with its launcher, however the launcher ends (SIGKILL included).
 
     On Linux the kernel sends the rank SIGTERM when its parent dies (prctl PR_SET_PDEATHSIG);
     the parent is checked right after, should it have died before. A thread also watches the
     parent (the only way on macOS, and in force while the main thread is busy in C code).
+    A SIGTERM while the launcher lives is noted in ``rank<r>.signal`` first: the rank ends
+    its group with SIGKILL, and the launcher names the signal the rank got, not that one.
 
     Used by the library's other modules.
     """
@@ -88,7 +90,12 @@ def die_with_parent(launcher: int, results: Path) -> None:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
             return
-        leave(results, orphaned())
+        gone = orphaned()
+        if not gone and rank is not None:
+            with contextlib.suppress(OSError):
+                (results / f"rank{rank}.signal").write_text(signal.Signals(signum).name
+                                                            + f" (signal {signum})")
+        leave(results, gone)
 
     def watch() -> None:
         while not orphaned():

@@ -20,13 +20,16 @@ as Megatron-LM does. :func:`train_mesh` runs inside each rank (start it with
 and :func:`two_nodes` starts it as two torchrun "nodes" on this machine::
 
     torchrun --nnodes=2 --node-rank=0 --nproc-per-node=2 --rdzv-backend=c10d \\
-        --rdzv-endpoint=127.0.0.1:29500 -m course_lib.parallel.mesh --tp 2 --check
+        --rdzv-endpoint=127.0.0.1:29500 --rdzv-conf=join_timeout=60 \\
+        -m course_lib.parallel.mesh --tp 2 --check
     (and the same with --node-rank=1)
 
 With the c10d rendezvous torchrun numbers the nodes in the order they join (it says that
 it ignores ``--node-rank``); either way a node's ranks are consecutive, so a
 tensor-parallel group never spans two nodes. A port that is taken would leave torchrun
-waiting for its rendezvous: :func:`two_nodes` refuses it before starting anything.
+waiting for its rendezvous: :func:`two_nodes` refuses it before starting anything. A node
+whose partner never comes waits ``join_timeout`` seconds (torchrun's default is 600), then
+stops: :func:`two_nodes` then names the node that is missing, in one message.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import math
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -333,43 +337,117 @@ class TwoNodeRun:
     port: int
 
 
+def _node_count(nproc_per_node: Any) -> int:
+    if (isinstance(nproc_per_node, bool) or not isinstance(nproc_per_node, int)
+            or nproc_per_node < 1):
+        raise ValueError(f"nproc_per_node must be a whole number >= 1 (the ranks each node "
+                         f"starts, torchrun's --nproc-per-node), got {nproc_per_node!r}.")
+    return nproc_per_node
+
+
+def _collect(stream: Any, lines: list[str]) -> None:
+    """Append each line of a node's output as it comes (a thread per node)."""
+    with stream:
+        for line in stream:
+            lines.append(line)
+
+
+def _missing_node(started: dict[int, subprocess.Popen], outputs: dict[int, list[str]],
+                  where: str, join_timeout: int) -> str | None:
+    """The message when the nodes did not meet: which node is missing, and why; else None."""
+    waited = [n for n in started if any("RendezvousTimeoutError" in line for line in outputs[n])]
+    if not waited:
+        return None
+    missing = [n for n in (0, 1) if n not in waited]
+    if not missing:
+        return (f"the two nodes did not meet at {where} within {join_timeout} s (each waited "
+                "for the other): is the port the same for both, and reachable? Pass a larger "
+                "join_timeout= if the machine is busy.")
+    node, other = missing[0], waited[0]
+    head = f"node {node} did not join the rendezvous at {where} within {join_timeout} s"
+    if node not in started:
+        return (f"{head}: only node {other} was started here, and it stopped waiting. Start "
+                f"node {node} too (the same torchrun command with --node-rank={node}, in "
+                f"another shell or on the other machine) within {join_timeout} s of node "
+                f"{other}, or pass a larger join_timeout=.")
+    code = started[node].poll()
+    if code is None:
+        return (f"{head}: it was still starting when node {other} stopped waiting. Pass a "
+                "larger join_timeout= (the machine may be busy).")
+    last = " / ".join(line.strip() for line in outputs[node][-3:] if line.strip())
+    return (f"{head}: it ended first (exit code {code}), and node {other} stopped waiting "
+            f"for it. Its last lines: {last or '(none)'}")
+
+
 def two_nodes(args: Sequence[str] = (), nproc_per_node: int = 2,
               port: int | None = None, timeout: float = 300.0,
-              module: str = "course_lib.parallel.mesh") -> TwoNodeRun:
+              module: str = "course_lib.parallel.mesh", nodes: Sequence[int] = (0, 1),
+              join_timeout: float = 60.0) -> TwoNodeRun:
     """Run ``module`` as two torchrun "nodes" on this machine, meeting on ``port``.
 
     Each node is a ``torchrun --nnodes=2 --node-rank=K`` process with ``nproc_per_node``
     ranks of one thread each. Both are stopped, with their workers, after ``timeout``
     seconds (:class:`~course_lib.parallel.launch.LaunchError`) or if this call is
-    interrupted; a busy ``port`` is refused before anything starts.
+    interrupted; a busy ``port`` is refused before anything starts. ``nodes`` are the nodes
+    started here (``(0,)``: node 1 starts elsewhere). A node that waits more than
+    ``join_timeout`` seconds (whole seconds, torchrun's ``--rdzv-conf join_timeout``) for the
+    other stops, and so does this call, within a few seconds more, with one LaunchError
+    that names the node that is missing and why.
 
     Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
+    _node_count(nproc_per_node)
+    if not (isinstance(timeout, (int, float)) and 0 < timeout < math.inf):
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}.")
+    if not (isinstance(join_timeout, (int, float)) and 0 < join_timeout < math.inf):
+        raise ValueError(f"join_timeout must be a positive number of seconds, got "
+                         f"{join_timeout!r}.")
+    chosen = tuple(nodes) if isinstance(nodes, (tuple, list)) else ()
+    if not chosen or len(set(chosen)) != len(chosen) or not set(chosen) <= {0, 1}:
+        raise ValueError(f"nodes must name the nodes to start here, 0 and/or 1, each once, "
+                         f"e.g. (0, 1) or (0,); got {nodes!r}.")
     port = launch.free_port() if port is None else launch.check_port(port)
     launch.check_world_size(2 * nproc_per_node)
+    wait = max(1, math.ceil(join_timeout))
+    where = f"{launch.HOST}:{port}"
     environ = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    processes: list[subprocess.Popen] = []
+    started: dict[int, subprocess.Popen] = {}
+    outputs: dict[int, list[str]] = {node: [] for node in chosen}
+    pumps = []
     try:
-        for node in (0, 1):
+        for node in chosen:
             command = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2",
                        f"--node-rank={node}", f"--nproc-per-node={nproc_per_node}",
-                       "--rdzv-backend=c10d", f"--rdzv-endpoint={launch.HOST}:{port}",
-                       "-m", module, *args]
-            processes.append(subprocess.Popen(
+                       "--rdzv-backend=c10d", f"--rdzv-endpoint={where}",
+                       f"--rdzv-conf=join_timeout={wait}", "-m", module, *args]
+            started[node] = subprocess.Popen(
                 command, env=environ, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                text=True, start_new_session=True))
-        deadline, outputs = time.monotonic() + timeout, []
-        for p in processes:
-            try:
-                left = max(0.1, deadline - time.monotonic())
-                outputs.append(p.communicate(timeout=left)[0])
-            except subprocess.TimeoutExpired:
+                text=True, start_new_session=True)
+            pumps.append(threading.Thread(target=_collect, daemon=True,
+                                          args=(started[node].stdout, outputs[node])))
+            pumps[-1].start()
+        deadline = time.monotonic() + timeout
+        while any(p.poll() is None for p in started.values()):
+            if time.monotonic() > deadline:
                 raise launch.LaunchError(
-                    f"the two torchrun nodes did not finish within {timeout:g} s and "
-                    "were stopped. Pass a larger timeout=, or fewer --steps.") from None
+                    f"the torchrun node(s) did not finish within {timeout:g} s and were "
+                    "stopped. Pass a larger timeout=, or fewer --steps.")
+            ended = any(p.poll() is not None for p in started.values())
+            missing = ended and _missing_node(started, outputs, where, wait)
+            if missing:  # a node stopped waiting for the other: the rest would wait too
+                raise launch.LaunchError(missing)
+            time.sleep(0.1)
+        for pump in pumps:
+            pump.join(timeout=10)
+        missing = _missing_node(started, outputs, where, wait)
+        if missing:
+            raise launch.LaunchError(missing)
     finally:
-        launch.stop_processes(processes, grace=10.0)  # torchrun stops its workers
-    return TwoNodeRun(tuple(p.returncode for p in processes), tuple(outputs), port)
+        launch.stop_processes(list(started.values()), grace=10.0)  # torchrun stops its workers
+        for pump in pumps:
+            pump.join(timeout=5)
+    return TwoNodeRun(tuple(p.returncode for p in started.values()),
+                      tuple("".join(outputs[n]) for n in chosen), port)
 
 
 if __name__ == "__main__":

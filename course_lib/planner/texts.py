@@ -78,6 +78,10 @@ PLAN_EN: dict[str, str] = {
     "plan_err_missing_link": (
         "a custom link needs its {what}: give it, or choose a link"
     ),
+    "plan_err_custom_only": (
+        "{flag} is for {choice} custom only: add {choice} custom (which needs {first} and "
+        "{second}), or leave {flag} out to keep the published figures"
+    ),
     "plan_err_heads": (
         "the hidden size {hidden} does not split into {heads} attention heads; "
         "use a number of heads that divides {hidden}"
@@ -275,6 +279,10 @@ PLAN_NL: dict[str, str] = {
     ),
     "plan_err_missing_link": (
         "een eigen verbinding heeft {what} nodig: vul het in, of kies een verbinding"
+    ),
+    "plan_err_custom_only": (
+        "{flag} geldt alleen bij {choice} custom: voeg {choice} custom toe (dat vraagt {first} "
+        "en {second}), of laat {flag} weg om de gepubliceerde cijfers te houden"
     ),
     "plan_err_heads": (
         "de verborgen dimensie {hidden} is niet te verdelen over {heads} "

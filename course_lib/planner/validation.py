@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from course_lib.base.tables import Table
+from course_lib.base.tables import Table, cite
 from course_lib.planner.model import PlanResult, plan
 
 __all__ = ["BAND", "CALIBRATION_RUNS", "KINDS", "RUNS", "Row", "Run", "calibrate",
@@ -51,7 +51,7 @@ class Run:
     al.'s equation 3, recomputation counted), "palm" (6N + 12 l h s per token, no
     recomputation). ``note``: why the planner misses, where that can be told.
 
-    Used by the library's other modules.
+    Chapter 10, *Hardware for LLM training*.
     """
 
     name: str
@@ -70,7 +70,7 @@ class Row:
     """A run next to the planner's prediction: the ratio, whether it is in the band,
     and whether the planner says the run fits.
 
-    Used by the library's other modules.
+    Chapter 10, *Hardware for LLM training*.
     """
 
     run: Run
@@ -359,7 +359,7 @@ def predict(run: Run, mfu: float) -> tuple[float | bool, bool]:
     """The planner's figure for ``run`` at the share of peak ``mfu``, and its verdict
     on whether the run fits.
 
-    Used by the library's other modules.
+    Chapter 10, *Hardware for LLM training*.
     """
     if "mfu" in run.inputs:
         raise ValueError(f"{run.name}: the MFU is the calibration, not an input of a run")
@@ -380,7 +380,7 @@ def calibrate(names: Sequence[str] = CALIBRATION_RUNS, runs: Sequence[Run] = RUN
     Raises ValueError when the target lies outside what ``low``..``high`` reach: the
     bisection would stop at a bound and claim a fit it did not find.
 
-    Used by the library's other modules.
+    Chapter 10, *Hardware for LLM training*.
     """
     by_name = {run.name: run for run in runs}
     missing = [name for name in names if name not in by_name]
@@ -410,7 +410,7 @@ def validate(runs: Sequence[Run] = RUNS, mfu: float | None = None,
 
     ``mfu`` None: fitted by :func:`calibrate` on ``calibration`` (among ``RUNS``).
 
-    Used by the library's other modules.
+    Chapter 10, *Hardware for LLM training*.
     """
     if mfu is None:
         mfu = calibrate(calibration)
@@ -431,7 +431,7 @@ def summary(rows: Sequence[Row]) -> dict[str, tuple[int, int]]:
     """Per kind of figure (and "all" numeric rows, "ran and fits"): (in the band or
     agreeing, of how many).
 
-    Used by the library's other modules.
+    Chapter 10, *Hardware for LLM training*.
     """
     out: dict[str, tuple[int, int]] = {}
     for kind in KINDS:
@@ -455,7 +455,7 @@ def validation_table(rows: Sequence[Row] | None = None) -> Table:
     """The validation as a table: run, source, figure, published, planner, ratio, in
     the band, the planner's fit verdict, and the reason of a miss where one is known.
 
-    Used by the library's other modules.
+    Chapter 10, *Hardware for LLM training*.
     """
     body = []
     for row in rows if rows is not None else validate():
@@ -466,7 +466,7 @@ def validation_table(rows: Sequence[Row] | None = None) -> Table:
             ratio = f"{row.ratio:.2f}"
             verdict = "in band" if row.within else "out"
         reason = "" if row.within else run.note
-        body.append([run.name, f"{run.source}, {run.where}", KINDS[run.kind],
+        body.append([run.name, f"{cite(run.source)}, {run.where}", KINDS[run.kind],
                      _shown(run.value, run.kind), _shown(row.predicted, run.kind),
                      ratio, verdict, "yes" if row.fits else "no", reason])
     headers = ["run", "source", "figure", "published", "planner", "ratio", "verdict",
@@ -480,7 +480,7 @@ def plot_ratios(rows: Sequence[Row] | None = None, ax: Any = None) -> Any:
 
     Returns the matplotlib Axes. Verdict rows (fits) are left out: they have no ratio.
 
-    Used by the library's other modules.
+    Chapter 10, *Hardware for LLM training*.
     """
     import matplotlib.pyplot as plt
 

@@ -48,6 +48,7 @@ __all__ = [
     "COURSE_RECIPE",
     "REBUILD_COMMAND",
     "build_course_model",
+    "check_course_model",
     "course_model",
     "course_model_card",
     "course_model_config",
@@ -246,4 +247,35 @@ def course_model(path: str | os.PathLike[str] | None = None, *, rebuild: bool = 
     if info.get("weights_sha256") and info["weights_sha256"] != sha256_file(target / WEIGHTS_FILE):
         raise CheckpointError(f"The weights at {target} do not match the checksum recorded when they "
                               f"were saved: the file is damaged. {rebuild_hint(target)}")
+    recorded = info.get("files") if isinstance(info.get("files"), list) else []
+    missing = sorted(str(name) for name in recorded if not (target / str(name)).is_file())
+    if missing:
+        raise CheckpointError(f"The course model at {target} is incomplete: {', '.join(missing)} "
+                              f"missing (saved with it; AutoTokenizer.from_pretrained reads the "
+                              f"tokenizer files). {rebuild_hint(target)}")
     return load_model(target)
+
+
+def check_course_model(path: str | os.PathLike[str] | None = None) -> None:
+    """Load the saved course model as a reader does, or raise :class:`CheckpointError` saying what fails.
+
+    The checks of :func:`course_model` (files, checksum; nothing is built), then
+    ``AutoTokenizer.from_pretrained`` and ``AutoModelForCausalLM.from_pretrained`` on the
+    folder, as the README and the hub-like use of chapter 1 load it. ``python -m course_lib
+    check`` and ``prepare`` run it.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    from transformers import AutoTokenizer
+
+    target = Path(path) if path is not None else course_model_dir()
+    if not target.exists():
+        raise CheckpointError(f"No course model at {target} yet. Build it with "
+                              f"`{REBUILD_COMMAND}` or `python -m course_lib prepare`.")
+    course_model(target, progress=False)
+    try:
+        AutoTokenizer.from_pretrained(str(target), local_files_only=True)
+    except Exception as err:  # noqa: BLE001 - any failure: the reader's call fails too
+        raise CheckpointError(f"The course model's tokenizer at {target} does not load with "
+                              f"AutoTokenizer.from_pretrained ({type(err).__name__}: "
+                              f"{str(err)[:150]}). {rebuild_hint(target)}") from None
