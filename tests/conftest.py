@@ -93,3 +93,24 @@ def schedule_order(stages: int, micro_batches: int, kind: str) -> list[list[tupl
                     order.append(("F", warmup + m))
         orders.append(order)
     return orders
+
+
+def pytest_collection_modifyitems(config, items):
+    """Under ``scripts/test.sh`` with a fresh book build (``COURSE_NBVAL=executed``), nbval's items
+    are deselected: ``tests/test_executed.py`` checks the notebooks the build executed instead
+    (see ``tools/executed.py``). Run anywhere else, nbval executes every notebook as usual."""
+    import os
+    import sys
+    from pathlib import Path
+
+    if os.environ.get("COURSE_NBVAL") != "executed":
+        return
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
+    import executed  # tools/executed.py
+
+    if executed.stale():  # the executed copies no longer stand for a run: nbval executes
+        return
+    notebooks = [item for item in items if item.nodeid.split("::")[0].endswith(".ipynb")]
+    if notebooks:
+        config.hook.pytest_deselected(items=notebooks)
+        items[:] = [item for item in items if item not in notebooks]

@@ -5,11 +5,14 @@
 and the installed packages now (see that tool); otherwise they skip and nbval executes the notebooks.
 Each check is nbval's: no cell raised (unless tagged ``raises-exception``), and every cell tagged
 ``nbval-check-output`` equals the committed output after ``tests/sanitize.cfg``'s sanitizers, by
-nbval's own comparison (``IPyNbCell.compare_outputs``, streams coalesced as nbval does).
+nbval's own comparison (``IPyNbCell.compare_outputs``). The book build merged each cell's streams
+as myst-nb does (``nb_merge_streams``: trailing white space of each stream becomes one newline),
+so the committed streams are merged the same way before they are compared.
 """
 
 from __future__ import annotations
 
+import copy
 import sys
 from collections import OrderedDict
 from pathlib import Path
@@ -17,6 +20,7 @@ from types import SimpleNamespace
 
 import nbformat
 import pytest
+from myst_nb.core.utils import coalesce_streams as merge_streams
 from nbval.plugin import IPyNbCell, coalesce_streams, get_sanitize_patterns, nocolors
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,6 +31,9 @@ import executed  # noqa: E402  (tools/ is not a package)
 SKIP_COMPARE = ("metadata", "traceback", "prompt_number", "output_type", "name", "execution_count",
                 "application/vnd.jupyter.widget-view+json", "image/png", "image/jpeg")
 PATTERNS = OrderedDict(get_sanitize_patterns((ROOT / "tests" / "sanitize.cfg").read_text()))
+#: myst-nb's nb_merge_streams (book/_config.yml) merges a cell's streams into the first of each
+#: name in place while it renders, and the executed copy it saves keeps the later ones too.
+MERGED = "nb_merge_streams: true" in (ROOT / "book" / "_config.yml").read_text()
 
 
 class _Comparison:
@@ -45,6 +52,33 @@ class _Comparison:
                                       "executed by the book build:", str(right)]
 
 
+def executed_outputs(outputs: list, merged: bool = MERGED) -> list:
+    """The outputs of a cell of the book's executed copy as nbval sees a run: streams coalesced.
+
+    With ``merged`` the first stream of each name already holds all of that name's text (myst-nb
+    merged them into it), so the later ones are dropped instead of being added a second time.
+    """
+    if not merged:
+        return coalesce_streams(copy.deepcopy(outputs))
+    seen, kept = set(), []
+    for output in outputs:
+        if output.output_type == "stream":
+            if output.name in seen:
+                continue
+            seen.add(output.name)
+        kept.append(copy.deepcopy(output))
+    return kept
+
+
+def committed_outputs(outputs: list, merged: bool = MERGED) -> list:
+    """The committed outputs of a cell, streams coalesced as the executed copy's are.
+
+    With ``merged``, by myst-nb's own merge (each stream's trailing white space becomes one
+    newline), which is how the book build wrote the executed copy's streams; else by nbval's.
+    """
+    return (merge_streams if merged else coalesce_streams)(copy.deepcopy(outputs))
+
+
 def problems(committed: nbformat.NotebookNode, ran: nbformat.NotebookNode) -> list[str]:
     """Each way ``ran`` fails nbval against ``committed`` (``--nbval-lax``): [] when it passes."""
     found = []
@@ -60,8 +94,8 @@ def problems(committed: nbformat.NotebookNode, ran: nbformat.NotebookNode) -> li
             found.append(f"cell {i} raised {errors[0].ename}: {errors[0].evalue}")
         if "nbval-check-output" in tags:
             comparison = _Comparison()
-            if not comparison.compare_outputs(coalesce_streams(theirs.outputs),
-                                              coalesce_streams(mine.outputs)):
+            if not comparison.compare_outputs(executed_outputs(theirs.outputs),
+                                              committed_outputs(mine.outputs)):
                 found.append(f"cell {i}'s output differs from the committed one:\n"
                              + "\n".join(comparison.comparison_traceback))
     return found
@@ -75,7 +109,8 @@ REASON = executed.stale()
 def test_the_book_builds_execution_passes_nbval(notebook):
     committed = nbformat.read(executed.NOTEBOOKS / notebook, as_version=4)
     ran = nbformat.read(executed.EXECUTED / notebook, as_version=4)
-    assert not problems(committed, ran), "\n".join(problems(committed, ran))
+    found = problems(committed, ran)
+    assert not found, "\n".join(found)
 
 
 def _notebook(outputs: list[dict], tags: list[str]) -> nbformat.NotebookNode:
@@ -99,6 +134,13 @@ def test_the_check_fails_where_nbval_fails():
     assert "raised AssertionError" in problems(_notebook([], []), _notebook([error], []))[0]
     assert problems(_notebook([], ["raises-exception"]),
                     _notebook([error], ["raises-exception"])) == []
+    # myst-nb's merged copy: the first stream holds both texts, the second is still there
+    split = _notebook([out("a\n"), {"output_type": "display_data", "data": {}, "metadata": {}},
+                       out("b\n")], checked)
+    merged = _notebook([out("a\nb\n"), {"output_type": "display_data", "data": {},
+                                          "metadata": {}}, out("b\n")], checked)
+    assert problems(split, merged) == []
+    assert "differs" in problems(split, _notebook([out("a\nc\n"), out("b\n")], checked))[0]
     other = _notebook([], [])
     other.cells[0].source = "print(y)"
     assert "other cells" in problems(_notebook([], []), other)[0]

@@ -177,6 +177,11 @@ def allreduce_sweep(sizes: list[int] | None = None, repeats: int = 5, warmup: in
 
     Chapter 10, *Hardware for LLM training*.
     """
+    torch_dtype = _dtype(dtype)  # bad arguments are refused before joining a group
+    positive(repeats, "repeats", integer=True)
+    _check_warmup(warmup)
+    if sizes is not None:
+        _check_sizes(sizes, torch_dtype)
     worker = launch.init_worker()
     try:
         return time_allreduce(worker, sizes, repeats, warmup, dtype)

@@ -158,7 +158,7 @@ def test_chapter_9_renders_its_runs_tables_and_plots_offline(offline_page, book_
     # The sharded runs ran when the book was built, and their checks held.
     assert_shows(text, ("every rank holds what the formulas say",
                         "FP32: every strategy within 1e-4 of the update",
-                        "{0: 120.0, 1: 31.4, 2: 16.6, 3: 1.9} GB per GPU",
+                        "GB per GPU: stage 0 120.0, stage 1 31.4, stage 2 16.6, stage 3 1.9",
                         "zero3, 2 ranks   3.00 Psi"))
     assert_shows(text, ("Model states per GPU: 7.5B parameters, mixed precision Adam, 64 GPUs",
                         "MB per rank between steps", "Final parameters against one process",
