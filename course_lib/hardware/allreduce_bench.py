@@ -168,23 +168,31 @@ class AllReduceSweep:
                                          relative=relative, name=name)
 
 
+def _arguments(sizes: Any, repeats: Any, warmup: Any,
+               dtype: Any) -> tuple[list[int] | None, int, int, torch.dtype]:
+    """A sweep's arguments checked: sizes (None kept: the backend's default), repeats, warmup,
+    and the torch dtype of ``dtype``."""
+    torch_dtype = _dtype(dtype)
+    repeats = positive(repeats, "repeats", integer=True)
+    warmup = _check_warmup(warmup)
+    return (None if sizes is None else _check_sizes(sizes, torch_dtype)), repeats, warmup, \
+        torch_dtype
+
+
 def allreduce_sweep(sizes: list[int] | None = None, repeats: int = 5, warmup: int = 2,
                     dtype: str = "fp32") -> AllReduceSweep:
     """Worker: time ``repeats`` all-reduces of every message size (bytes), interleaved; return them.
 
-    Runs on every rank: joins the process group, runs :func:`time_allreduce`, and leaves.
-    ``sizes`` None: powers of 4 from 4 KiB to 16 MiB (gloo) or 256 MiB (NCCL).
+    Runs on every rank: checks its arguments, joins the process group, runs
+    :func:`time_allreduce`'s sweep, and leaves. ``sizes`` None: powers of 4 from 4 KiB to
+    16 MiB (gloo) or 256 MiB (NCCL).
 
     Chapter 10, *Hardware for LLM training*.
     """
-    torch_dtype = _dtype(dtype)  # bad arguments are refused before joining a group
-    positive(repeats, "repeats", integer=True)
-    _check_warmup(warmup)
-    if sizes is not None:
-        _check_sizes(sizes, torch_dtype)
+    checked = _arguments(sizes, repeats, warmup, dtype)  # refused before joining a group
     worker = launch.init_worker()
     try:
-        return time_allreduce(worker, sizes, repeats, warmup, dtype)
+        return _sweep(worker, *checked, dtype)
     finally:
         launch.shutdown()
 
@@ -201,12 +209,13 @@ def time_allreduce(worker: launch.Worker, sizes: list[int] | None = None, repeat
 
     Chapter 10, *Hardware for LLM training*.
     """
-    torch_dtype = _dtype(dtype)
-    repeats = positive(repeats, "repeats", integer=True)
-    warmup = _check_warmup(warmup)
+    return _sweep(worker, *_arguments(sizes, repeats, warmup, dtype), dtype)
+
+
+def _sweep(worker: launch.Worker, sizes: list[int] | None, repeats: int, warmup: int,
+           torch_dtype: torch.dtype, dtype: str) -> AllReduceSweep:
     device = worker.device
-    sizes = (_default_sizes(worker.backend) if sizes is None
-             else _check_sizes(sizes, torch_dtype))
+    sizes = _default_sizes(worker.backend) if sizes is None else sizes
     tensors = [torch.zeros(s // torch_dtype.itemsize, dtype=torch_dtype, device=device)
                for s in sizes]  # zeros: the sums stay zero, however many calls
     for x in tensors:
@@ -243,11 +252,9 @@ def measure_allreduce(sizes: Sequence[int] | None = None, nprocs: int = 2, repea
     if isinstance(nprocs, bool) or not isinstance(nprocs, int) or nprocs < 2:
         raise ValueError(f"an all-reduce needs at least 2 ranks: nprocs must be a whole number "
                          f">= 2 (e.g. 2), got {nprocs!r}")
-    torch_dtype = _dtype(dtype)
-    repeats = positive(repeats, "repeats", integer=True)
-    warmup = _check_warmup(warmup)
+    sizes, repeats, warmup, _ = _arguments(sizes, repeats, warmup, dtype)
     chosen = launch.resolve_backend(backend, nprocs)
-    sizes = _default_sizes(chosen) if sizes is None else _check_sizes(sizes, torch_dtype)
+    sizes = _default_sizes(chosen) if sizes is None else sizes
     kwargs = {"sizes": sizes, "repeats": repeats, "warmup": warmup, "dtype": dtype}
     results = launch.launch(_TARGET, nprocs, kwargs, backend=chosen, timeout=timeout, echo=echo)
     return results[0]
