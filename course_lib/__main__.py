@@ -27,6 +27,7 @@ _PLAN_FLAGS = (
     ("--gpu", "gpu", "a100-40, a100-80, h100 (default), l40s or custom"),
     ("--gpu-memory", "gpu_memory_gb", "GPU memory in GB (--gpu custom)"),
     ("--gpu-tflops", "gpu_tflops", "GPU peak in TFLOP/s at the precision (--gpu custom)"),
+    ("--gpu-hbm", "gpu_hbm_tbs", "GPU memory bandwidth in TB/s (--gpu custom)"),
     ("--gpus-per-node", "gpus_per_node", "GPUs per node (default 8)"),
     ("--nodes", "nodes", "nodes (default 1)"),
     ("--node-link", "node_link", "link in a node (default: the GPU's own; or custom)"),
@@ -39,17 +40,24 @@ _PLAN_FLAGS = (
     ("--zero", "zero", "ZeRO stage 0-3 (0 = DDP, 3 = FSDP full sharding; default 0)"),
     ("--shard", "shard", "hybrid sharding: shard over groups of this many replicas"),
     ("--tp", "tp", "tensor-parallel degree, inside a node (default 1)"),
+    ("--tp-overlap", "tp_overlap", "share of tensor parallelism's all-reduces hidden "
+     "behind compute, 0-1 (default 0)"),
     ("--pp", "pp", "pipeline stages (default 1)"),
+    ("--virtual-stages", "virtual_stages", "interleaved 1F1B: model chunks per GPU "
+     "(default 1, plain 1F1B)"),
+    ("--edge-layers", "edge_layers", "layers of the first and of the last stage, when "
+     "fewer than the others (default: equal stages)"),
     ("--micro-batches", "micro_batches", "micro-batches per replica and step (default: "
      "one sequence each)"),
     ("--global-batch", "global_batch", "sequences per step (default: the preset's)"),
     ("--tokens", "tokens", "tokens to train on, e.g. 2T (default: the preset's, or 20 "
      "per parameter)"),
-    ("--mfu", "mfu", "share of the peak reached while computing (default 0.4)"),
+    ("--mfu", "mfu", "share of the peak the matrix products reach (default 0.4); the "
+     "plan prints the end-to-end MFU papers publish"),
 )
 #: The plan command's flags that describe a custom GPU or link: (the choice, its flags).
 _CUSTOM_ONLY = (
-    ("--gpu", ("--gpu-memory", "--gpu-tflops")),
+    ("--gpu", ("--gpu-memory", "--gpu-tflops", "--gpu-hbm")),
     ("--node-link", ("--node-alpha-us", "--node-beta-gbs")),
     ("--network-link", ("--net-alpha-us", "--net-beta-gbs")),
 )
@@ -319,7 +327,8 @@ def check_custom_only(args: argparse.Namespace) -> None:
         for flag in flags:
             if getattr(args, dest[flag]) is not None:
                 raise ValueError(texts.text("plan_err_custom_only", args.language, flag=flag,
-                                            choice=choice, first=flags[0], second=flags[1]))
+                                            choice=choice, first=", ".join(flags[:-1]),
+                                            second=flags[-1]))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -77,6 +77,7 @@ def _random_plan(rng: random.Random) -> dict:
         p.update(
             gpu_memory_gb=rng.choice([24, 48, "96", 141, 192.5]),
             gpu_tflops=rng.choice([100, 312, "989.5", 2250]),
+            gpu_hbm_tbs=rng.choice([0.9, "2", 3.35, 8]),
         )
     p["gpus_per_node"] = rng.choice([1, 2, 4, 8, 8, 8, 16])
     p["nodes"] = rng.choice([1, 1, 2, 3, 4, 8, 16, 64, 512])
@@ -95,6 +96,13 @@ def _random_plan(rng: random.Random) -> dict:
     gpus = p["gpus_per_node"] * p["nodes"]
     p["tp"] = rng.choice([t for t in (1, 1, 2, 4, 8) if p["gpus_per_node"] % t == 0])
     p["pp"] = rng.choice([q for q in (1, 1, 2, 4, 8, 16) if gpus % (p["tp"] * q) == 0])
+    if rng.random() < 0.3:
+        p["tp_overlap"] = rng.choice([0, 0.3, "0.5", 1])
+    layers = p.get("layers", 32)
+    if p["pp"] > 1 and rng.random() < 0.4:
+        p["virtual_stages"] = rng.choice([2, 3, 4, 64])
+    elif p["pp"] > 2 and rng.random() < 0.4:
+        p["edge_layers"] = rng.choice([1, 2, layers // p["pp"], layers])
     p["zero"] = rng.choice([0, 1, 2, 3])
     if p["zero"] and rng.random() < 0.25:
         p["shard"] = rng.choice([1, 2, 4, 8])
@@ -154,7 +162,7 @@ def _bad_plan(rng: random.Random) -> dict:
             p["node_link"] = "custom"
         if field.name in ("net_alpha_us", "net_beta_gbs"):
             p["network_link"] = "custom"
-        if field.name in ("gpu_memory_gb", "gpu_tflops"):
+        if field.name in ("gpu_memory_gb", "gpu_tflops", "gpu_hbm_tbs"):
             p["gpu"] = "custom"
         return p
     kind = rng.choice(
@@ -334,8 +342,16 @@ def test_model_states_follow_zero_and_model_parallelism():
     )  # over 16 GPUs
     tp_pp = plan(
         **base, tp=2, pp=4, zero=1
-    ).memory  # dp = 2: optimizer over 2, all over 8
-    assert tp_pp.parameters == 2e9 and tp_pp.optimizer == 96e9 / 2 / 8
+    ).memory  # dp = 2: optimizer over 2; the first stage's 8 layers and the embedding
+    first = 8 * (8e9 - 32000 * 4096) / 32 + 32000 * 4096
+    assert tp_pp.parameters == pytest.approx(2 * first / 2, rel=1e-12)
+    assert tp_pp.optimizer == pytest.approx(12 * first / 2 / 2, rel=1e-12)
+    # Llama 3's stages: 7 layers on the first (and last), 8 on the 14 others.
+    llama = plan(model="llama3-405b", nodes=16, tp=8, pp=16, zero=1, edge_layers=7)
+    even = plan(model="llama3-405b", nodes=16, tp=8, pp=16, zero=1)
+    assert (llama.setup.edge_layers, llama.setup.middle_layers) == (7, 8)
+    assert (even.setup.edge_layers, even.setup.middle_layers) == (8, 8)
+    assert llama.memory.parameters < even.memory.parameters
     hybrid = plan(**base, zero=3, shard=4).memory  # sharded over 4, replicated 4 times
     assert hybrid.parameters == 4e9
     offload = plan(**base, zero=2, offload=True).memory
@@ -387,8 +403,12 @@ def test_step_time_by_hand():
     )
     s, t = r.setup, r.time
     tokens = 64 * 4096
+    # The memory-bound part: 16 layers of 16-bit activations (16 s h elements each,
+    # split 2 ways), 8 micro-batches, three passes with recomputation, 3.35 TB/s.
+    bound = 8 * 3 * 16 * (16 * 4096 * 4096 * 2 / 2) / 3.35e12
+    assert t.memory_bound == pytest.approx(bound, rel=1e-12)
     assert t.compute == pytest.approx(
-        8 * 6.74e9 * tokens / (32 * 989.5e12 * 0.5), rel=1e-12
+        8 * 6.74e9 * tokens / (32 * 989.5e12 * 0.5) + bound, rel=1e-12
     )
     message = 4096 * 1 * 4096 * 2
     nvlink = cost_model.LINKS["NVLink 4 (H100)"]
@@ -427,12 +447,47 @@ def test_data_parallel_communication_hides_behind_compute_or_not():
     )
     fast = plan(
         model="llama2-7b", nodes=16, zero=3, global_batch=128, micro_batches=1
-    ).time
-    assert fast.dp_exposed == max(0.0, fast.dp - fast.compute)
+    )
+    # FSDP: one all-gather per layer in the forward pass, one more and a reduce-scatter
+    # in the backward pass; each prefetched behind the compute of its pass but the first.
+    cluster = cost_model.Cluster("NVLink 4 (H100)", "InfiniBand NDR", 8)
+    one = cost_model.allgather_time(6.74e9 * 2 / 32, 128, cluster)
+    t = fast.time
+    forward, backward = t.compute / 3, 2 * t.compute / 3
+    assert t.dp == pytest.approx(3 * 32 * one, rel=1e-12)
+    assert t.dp_exposed == pytest.approx(
+        one + max(0, 32 * one - forward) + max(0, 64 * one - backward), rel=1e-12)
+    # On a slow network the gathers no longer hide.
+    ethernet = plan(model="llama2-7b", nodes=16, zero=3, global_batch=128,
+                    micro_batches=1, network_link="eth-100g").time
+    assert ethernet.dp_exposed > 10 * t.dp_exposed
     offload = plan(model="llama2-7b", zero=2, offload=True).time
     assert offload.offload == pytest.approx(
         6.74e9 / 8 * 4 / 64e9
     )  # bf16 grads out, weights in
+
+
+def test_interleaving_overlap_and_width_move_the_step_as_the_text_says():
+    base = dict(model="llama3-405b", nodes=256, tp=8, pp=16, global_batch=512,
+                micro_batches=32, checkpointing=True)
+    plain, two = plan(**base).time, plan(**base, virtual_stages=2).time
+    assert plain.bubble == pytest.approx(
+        (plain.compute + plain.tp + plain.pp) * 15 / 32, rel=1e-12)
+    assert two.bubble == pytest.approx((two.compute + two.tp + two.pp) * 15 / 64,
+                                       rel=1e-12)
+    assert two.pp == pytest.approx(2 * plain.pp, rel=1e-12)
+    assert plan(**base, virtual_stages=2).setup.virtual_stages == 2
+    # Interleaving holds more micro-batches in flight: ceil((1 + 15 / 32) * 16) = 24.
+    assert model.in_flight(plan(**base, virtual_stages=2).setup) == 24
+    half = plan(**base, tp_overlap=0.5).time
+    assert half.tp == pytest.approx(plain.tp / 2, rel=1e-12)
+    # The memory-bound share falls as the model widens (chapter 10's roofline), so the
+    # per-GPU throughput at one MFU rises with the hidden size.
+    shares = [plan(model="custom", params=12 * 24 * h * h, layers=24, hidden=h,
+                   heads=h // 128, vocab=51200, seq_len=2048, gpus_per_node=1,
+                   global_batch=1).time for h in (2048, 4096, 8192)]
+    fractions = [t.memory_bound / t.compute for t in shares]
+    assert fractions[0] > fractions[1] > fractions[2] > 0
 
 
 def test_the_cheapest_change_is_the_first_that_fits():
@@ -520,8 +575,30 @@ def test_the_cheapest_change_is_the_first_that_fits():
             "number of nodes must be a number, got 'two'; write it with a decimal "
             "point, e.g. 0.4, 7B or 2e12",
         ),
-        ({"mfu": math.nan}, "MFU must be a number above 0 and at most 1, got nan"),
-        ({"mfu": "1,5"}, "MFU must be a number, got '1,5'"),
+        ({"mfu": math.nan},
+         "MFU of the matrix products must be a number above 0 and at most 1, got nan"),
+        ({"mfu": "1,5"}, "MFU of the matrix products must be a number, got '1,5'"),
+        ({"tp_overlap": 1.5}, "share of tensor parallelism's communication hidden "
+         "must be a number from 0 to 1, got 1.5"),
+        ({"virtual_stages": 2}, "2 virtual stages interleave a pipeline: use 2 or more "
+         "pipeline stages, or 1 virtual stage"),
+        ({"virtual_stages": 0}, "number of virtual stages must be a whole number from 1 "
+         "to 100,000, got 0"),
+        ({"model": "llama3-405b", "nodes": 16, "tp": 8, "pp": 16, "virtual_stages": 8},
+         "16 stages x 8 virtual stages need a layer each, and there are 126; use at "
+         "most 7 virtual stages"),
+        ({"pp": 2, "edge_layers": 3}, "fewer layers on the first and last stage need a "
+         "middle stage: use 3 or more pipeline stages (not 2), or leave the edge layers "
+         "out"),
+        ({"pp": 4, "edge_layers": 3, "virtual_stages": 2}, "uneven stages are planned "
+         "for plain 1F1B: use 1 virtual stage, or leave the edge layers out"),
+        ({"pp": 4, "edge_layers": 16}, "16 layers on the first and on the last stage "
+         "leave too few of the 32 for the other 4 - 2 stages; use at most 15"),
+        ({"gpu": "custom", "gpu_memory_gb": 80, "gpu_tflops": 989},
+         "a custom GPU needs its GPU memory bandwidth (TB/s): give it, or choose a GPU "
+         "type"),
+        ({"gpu_hbm_tbs": 0}, "GPU memory bandwidth (TB/s) must be a number above 0 and "
+         "at most 1,000, got 0"),
         (
             {"tokens": -1e12},
             "number of tokens to train on must be a number above 0 and at most "
@@ -592,9 +669,16 @@ def test_bad_input_in_dutch():
         plan(tp=-2, language="nl")
     with pytest.raises(
         ValueError,
-        match="^de MFU moet een getal boven 0 en hoogstens 1 zijn, " "niet 1,5$",
+        match="^de MFU van de matrixproducten moet een getal boven 0 en hoogstens 1 "
+        "zijn, niet 1,5$",
     ):
         plan(mfu=1.5, language="nl")
+    with pytest.raises(ValueError, match="^2 virtuele stages verweven een pipeline"):
+        plan(virtual_stages=2, language="nl")
+    with pytest.raises(ValueError, match="^16 lagen op de eerste en op de laatste stage "
+                       "laten te weinig van de 32 over voor de andere 4 - 2 stages; "
+                       "neem hoogstens 15$"):
+        plan(pp=4, edge_layers=16, language="nl")
     with pytest.raises(ValueError, match="valid values: en, nl"):
         plan(language="fr")
 

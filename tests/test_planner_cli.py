@@ -84,6 +84,8 @@ def test_plan_with_every_kind_of_flag_and_in_dutch(capsys):
         "141",
         "--gpu-tflops",
         "989.5",
+        "--gpu-hbm",
+        "4.8",
         "--nodes",
         "4",
         "--network-link",
@@ -98,7 +100,11 @@ def test_plan_with_every_kind_of_flag_and_in_dutch(capsys):
         "8",
         "--tp",
         "2",
+        "--tp-overlap",
+        "0.5",
         "--pp",
+        "2",
+        "--virtual-stages",
         "2",
         "--micro-batches",
         "4",
@@ -139,7 +145,7 @@ def test_plan_with_every_kind_of_flag_and_in_dutch(capsys):
             ["--nodes", "0"],
             "number of nodes must be a whole number from 1 to 1,048,576, got '0'",
         ),
-        (["--mfu", "nan"], "MFU must be a number, got 'nan'"),
+        (["--mfu", "nan"], "MFU of the matrix products must be a number, got 'nan'"),
         (
             ["--params", "seven", "--preset", "custom"],
             "number of parameters must be a number, got 'seven'",
@@ -208,6 +214,7 @@ def test_the_command_runs_as_a_module():
     [
         (["--gpu-memory", "80"], "--gpu", "en"),
         (["--gpu", "h100", "--gpu-tflops", "500"], "--gpu", "en"),
+        (["--gpu-hbm", "2"], "--gpu", "nl"),
         (["--node-alpha-us", "3"], "--node-link", "en"),
         (["--node-link", "nvlink4", "--node-beta-gbs", "100"], "--node-link", "nl"),
         (["--net-alpha-us", "5"], "--network-link", "en"),
@@ -226,7 +233,7 @@ def test_a_custom_figure_without_its_custom_choice_is_refused(capsys, args, choi
 
 
 def test_custom_figures_with_their_custom_choice_are_taken(capsys):
-    args = ["--gpu", "Custom", "--gpu-memory", "80", "--gpu-tflops", "989",
+    args = ["--gpu", "Custom", "--gpu-memory", "80", "--gpu-tflops", "989", "--gpu-hbm", "3.35",
             "--node-link", "custom", "--node-alpha-us", "3", "--node-beta-gbs", "450"]
     assert main(["plan", *args]) == 0
     assert "custom GPU" in capsys.readouterr().out

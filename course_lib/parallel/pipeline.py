@@ -113,14 +113,16 @@ def split_layers(layers: int, stages: int) -> list[range]:
     return [range(a, a + n) for a, n in zip(starts, sizes)]
 
 
-def theoretical_bubble(stages: int, micro_batches: int) -> float:
-    """The idle share of a step with equal stages, ``(p - 1) / (m + p - 1)``.
+def theoretical_bubble(stages: int, micro_batches: int, virtual: int = 1) -> float:
+    """The idle share of a step with equal stages, ``(p - 1) / (v m + p - 1)``.
 
-    The same for GPipe and 1F1B.
+    The same for GPipe and 1F1B (``v = 1``). The interleaved 1F1B of Narayanan et al.
+    (2021) gives each GPU ``v`` chunks of ``L / (p v)`` layers: the bubble shrinks to
+    ``(p - 1) / (v m)`` of the busy time, for ``v`` times the point-to-point messages.
 
     Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
-    return (stages - 1) / (micro_batches + stages - 1)
+    return (stages - 1) / (virtual * micro_batches + stages - 1)
 
 
 class GPT2Stage(nn.Module):

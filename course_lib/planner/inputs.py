@@ -135,9 +135,15 @@ class Plan:
     datasheet, the link's figures, the whole data-parallel group (``shard``), one
     sequence per micro-batch (``micro_batches``). A custom model needs its parameters,
     layers, hidden size, heads, vocabulary and sequence length; a custom GPU its memory
-    (GB) and peak (TFLOP/s); a custom link its latency (µs) and bandwidth (GB/s).
-    ``mfu`` is the share of the peak the GPUs reach while they compute; the bubble and
-    exposed communication come on top.
+    (GB), peak (TFLOP/s) and memory bandwidth (TB/s); a custom link its latency (µs)
+    and bandwidth (GB/s). ``mfu`` is the share of the peak the GPUs' matrix products
+    reach; the memory-bound work, the bubble and exposed communication come on top, so
+    the MFU a paper publishes (end to end) is the planner's ``achieved_mfu``, not this
+    input. ``tp_overlap``: the share of tensor parallelism's all-reduces hidden behind
+    compute (0: none). ``virtual_stages``: the interleaved 1F1B's model chunks per GPU
+    (1: plain 1F1B). ``edge_layers``: the layers of the first and of the last pipeline
+    stage, when they hold fewer than the others (the embedding and the head sit there);
+    None: equal stages.
 
     Used by the library's other modules.
     """
@@ -154,6 +160,7 @@ class Plan:
     gpu: Raw = "h100"
     gpu_memory_gb: Raw = None
     gpu_tflops: Raw = None
+    gpu_hbm_tbs: Raw = None
     gpus_per_node: Raw = 8
     nodes: Raw = 1
     node_link: Raw = None
@@ -166,7 +173,10 @@ class Plan:
     shard: Raw = None
     offload: Raw = False
     tp: Raw = 1
+    tp_overlap: Raw = 0
     pp: Raw = 1
+    virtual_stages: Raw = 1
+    edge_layers: Raw = None
     micro_batches: Raw = None
     checkpointing: Raw = False
     flash_attention: Raw = True
@@ -198,6 +208,7 @@ FIELDS: tuple[Field, ...] = (
     Field("optimizer", "choice"), Field("gpu", "choice"),
     Field("gpu_memory_gb", "positive", 0, 100_000),
     Field("gpu_tflops", "positive", 0, 1_000_000),
+    Field("gpu_hbm_tbs", "positive", 0, 1_000),
     Field("gpus_per_node", "whole", 1, 1024), Field("nodes", "whole", 1, MAX_GPUS),
     Field("node_link", "choice"), Field("network_link", "choice"),
     Field("node_alpha_us", "nonneg", 0, 1_000_000),
@@ -206,7 +217,9 @@ FIELDS: tuple[Field, ...] = (
     Field("net_beta_gbs", "positive", 0, 1_000_000),
     Field("zero", "whole", 0, 3), Field("shard", "whole", 1, MAX_GPUS),
     Field("offload", "bool"), Field("tp", "whole", 1, 1024),
-    Field("pp", "whole", 1, 100_000),
+    Field("tp_overlap", "nonneg", 0, 1), Field("pp", "whole", 1, 100_000),
+    Field("virtual_stages", "whole", 1, 100_000),
+    Field("edge_layers", "whole", 1, 100_000),
     Field("micro_batches", "whole", 1, 1_000_000_000), Field("checkpointing", "bool"),
     Field("flash_attention", "bool"), Field("dropout", "bool"),
     Field("global_batch", "whole", 1, 1_000_000_000),
@@ -377,6 +390,11 @@ class Setup:
     global_batch: int
     tokens: float
     mfu: float
+    hbm: float
+    tp_overlap: float
+    virtual_stages: int
+    edge_layers: int
+    middle_layers: int
 
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(Plan)}
@@ -437,9 +455,10 @@ def check(plan: Plan, language: str = "en") -> Setup:
         for key, value in zip(shape_names, published):
             v[key] = value if v[key] is None else v[key]
     if v["gpu"] == CUSTOM:
-        missing("plan_err_missing_gpu", ("gpu_memory_gb", "gpu_tflops"))
+        missing("plan_err_missing_gpu", ("gpu_memory_gb", "gpu_tflops", "gpu_hbm_tbs"))
         gpu_name = "custom GPU"
         capacity, peak = v["gpu_memory_gb"] * 1e9, v["gpu_tflops"] * 1e12
+        hbm = v["gpu_hbm_tbs"] * 1e12
         own_link, host_key = CUSTOM_GPU_LINKS
     else:
         accelerator = GPUS[v["gpu"]]
@@ -448,6 +467,8 @@ def check(plan: Plan, language: str = "en") -> Setup:
                     else v["gpu_memory_gb"] * 1e9)
         peak = (accelerator.dense[PEAK_DTYPE[v["precision"]]] if v["gpu_tflops"] is None
                 else v["gpu_tflops"] * 1e12)
+        hbm = (accelerator.bandwidth if v["gpu_hbm_tbs"] is None
+               else v["gpu_hbm_tbs"] * 1e12)
         own_link = _KEY_OF_LINK[accelerator.gpu_link or accelerator.host_link]
         host_key = _KEY_OF_LINK[accelerator.host_link]
     if capacity * (1 - memory.ALLOCATOR_MARGIN) <= memory.CUDA_CONTEXT_BYTES:
@@ -476,6 +497,8 @@ def check(plan: Plan, language: str = "en") -> Setup:
                    options=options)
     if pp > layers:
         raise fail("plan_err_pp_layers", pp=pp, layers=layers)
+    edge, middle, virtual = _stages(layers, pp, v["virtual_stages"], v["edge_layers"],
+                                    fail)
     if gpus % (tp * pp):
         raise fail("plan_err_mp_gpus", tp=tp, pp=pp, mp=tp * pp, gpus=gpus)
     dp = gpus // (tp * pp)
@@ -502,4 +525,28 @@ def check(plan: Plan, language: str = "en") -> Setup:
         network_link, cost_model.LINKS[LINK_KEYS[host_key]], v["zero"],
         dp if shard is None else shard, v["offload"], tp, pp, dp, micro,
         batch // (dp * micro), v["checkpointing"], v["flash_attention"], v["dropout"],
-        batch, float(v["tokens"]), v["mfu"])
+        batch, float(v["tokens"]), v["mfu"], float(hbm), v["tp_overlap"], virtual,
+        edge, middle)
+
+
+def _stages(layers: int, pp: int, virtual: int, edge: int | None,
+            fail: Any) -> tuple[int, int, int]:
+    """The layers of the first (and last) stage and of the busiest middle stage, and the
+    virtual stages, checked: interleaving needs a pipeline and a layer per chunk;
+    uneven stages need a middle stage with a layer each."""
+    if virtual > 1 and pp == 1:
+        raise fail("plan_err_virtual_pp", virtual=virtual)
+    if virtual > 1 and pp * virtual > layers:
+        raise fail("plan_err_virtual_layers", virtual=virtual, pp=pp, layers=layers,
+                   most=layers // pp)
+    even = math.ceil(layers / pp)
+    if edge is None:
+        return even, even, virtual
+    if pp < 3:
+        raise fail("plan_err_edge_pp", pp=pp)
+    if virtual > 1:
+        raise fail("plan_err_edge_virtual")
+    if 2 * edge + pp - 2 > layers:
+        raise fail("plan_err_edge_layers", edge=edge, layers=layers, pp=pp,
+                   most=(layers - pp + 2) // 2)
+    return edge, math.ceil((layers - 2 * edge) / (pp - 2)), virtual

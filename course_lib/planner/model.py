@@ -59,8 +59,8 @@ from course_lib.planner.inputs import (CUSTOM_GLOBAL_BATCH, CUSTOM_GPU_LINKS, FI
                                        choices)
 
 __all__ = ["BACKWARD_SHARE", "COMPONENTS", "Change", "Memory", "Plan", "PlanResult",
-           "StepTime", "cheapest_change", "js_tables", "memory_per_gpu", "plan",
-           "step_time"]
+           "StepTime", "cheapest_change", "in_flight", "js_tables", "memory_per_gpu",
+           "plan", "stage_share", "step_time", "HBM_PASSES"]
 
 #: The share of a step's compute that DDP's gradient all-reduce can hide behind: the cost
 #: model's, which chapter 8's data_parallel_step assumes too.
@@ -92,6 +92,35 @@ class Memory:
     fits: bool
 
 
+def stage_share(s: Setup) -> float:
+    """The first pipeline stage's share of the parameters: its layers and the embedding.
+
+    One stage: all of them. A layer holds ``(N - V h) / L`` parameters (a head of its
+    own, untied, is counted in the layers), so the first of ``p`` equal stages holds
+    more than ``1 / p``: Llama 3 405B's embedding is 2.1B parameters, 262M per GPU at
+    ``t = 8``.
+
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
+    """
+    if s.pp == 1:
+        return 1.0
+    embedding = s.vocab * s.hidden
+    per_layer = max(0.0, s.params - embedding) / s.layers
+    return min(1.0, (s.edge_layers * per_layer + embedding) / s.params)
+
+
+def in_flight(s: Setup) -> int:
+    """Micro-batches whose activations the first stage holds at once: ``min(p, m)`` for
+    1F1B; interleaving multiplies ``p`` by ``1 + (p - 1) / (p v)`` (Megatron-LM's
+    ``interleaved_schedule_memory_penalty``), rounded up.
+
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
+    """
+    p, v = s.pp, s.virtual_stages
+    held = p if v == 1 else math.ceil((1 + (p - 1) / (p * v)) * p)
+    return min(held, s.micro_batches)
+
+
 def memory_per_gpu(s: Setup) -> Memory:
     """Bytes per GPU by component on the first pipeline stage, and whether they fit.
 
@@ -102,10 +131,10 @@ def memory_per_gpu(s: Setup) -> Memory:
     states = memory.training_memory(s.params, s.precision, s.optimizer, batch=1,
                                     seq_len=1, gpus=s.shard, zero_stage=s.zero,
                                     shape=shape)
-    mp = s.tp * s.pp
-    parameters = states.weights / mp
-    gradients = states.gradients / mp
-    optimizer = (states.master_weights + states.optimizer_states) / mp
+    here = stage_share(s) / s.tp
+    parameters = states.weights * here
+    gradients = states.gradients * here
+    optimizer = (states.master_weights + states.optimizer_states) * here
     host = 0.0
     if s.offload:
         host, optimizer = optimizer, 0.0
@@ -113,13 +142,12 @@ def memory_per_gpu(s: Setup) -> Memory:
     per_layer = memory.activation_bytes_per_layer(
         s.seq_len, s.micro_batch, s.hidden, s.heads, e, 1, s.dropout,
         not s.flash_attention) / s.tp
-    layers_here = math.ceil(s.layers / s.pp)
-    in_flight = min(s.pp, s.micro_batches)
+    held = in_flight(s)
     if s.checkpointing:
         kept = s.seq_len * s.micro_batch * s.hidden * e / s.tp
-        activations = in_flight * layers_here * kept + per_layer
+        activations = held * s.edge_layers * kept + per_layer
     else:
-        activations = in_flight * layers_here * per_layer
+        activations = held * s.edge_layers * per_layer
     if s.pp == 1:
         activations += s.micro_batch * s.seq_len * s.vocab * 4 / s.tp
     buffers = states.temporaries
@@ -184,14 +212,17 @@ def cheapest_change(spec: Plan, s: Setup, language: str = "en") -> Change | None
 class StepTime:
     """Seconds of one training step, by part, and the bubble's share of the pipeline.
 
-    ``bubble_share`` is ``(p - 1) / (m + p - 1)``; ``dp`` is all of data parallelism's
-    communication, ``dp_exposed`` the part compute does not hide; ``step`` = compute +
-    tp + pp + bubble + dp_exposed + offload.
+    ``compute`` is the busiest GPU's matrix products and its memory-bound work
+    (``memory_bound`` of it); ``tp`` the tensor-parallel all-reduces compute does not
+    hide; ``bubble_share`` is ``(p - 1) / (v m + p - 1)``; ``dp`` is all of data
+    parallelism's communication, ``dp_exposed`` the part compute does not hide; ``step``
+    = compute + tp + pp + bubble + dp_exposed + offload.
 
     Chapter 2, *The memory wall*.
     """
 
     compute: float
+    memory_bound: float
     tp: float
     pp: float
     bubble: float
@@ -219,6 +250,14 @@ def _collective(kind: str, n_bytes: float, n: int,
     return (full * one(piece) if full else 0.0) + (one(rest) if rest > 0 else 0.0)
 
 
+def _per_unit(n_bytes: float, units: int, n: int, cluster: cost_model.Cluster) -> float:
+    """Seconds of ``units`` all-gathers (or reduce-scatters), one call per wrapped layer,
+    of ``n_bytes`` in all over ``n`` GPUs."""
+    if n == 1 or n_bytes == 0:
+        return 0.0
+    return units * cost_model.allgather_time(n_bytes / units, n, cluster)
+
+
 def _group(s: Setup, spacing: int) -> cost_model.Cluster:
     """The cluster a group of GPUs ``spacing`` ranks apart sees (tensor, pipeline, data
     order)."""
@@ -226,24 +265,71 @@ def _group(s: Setup, spacing: int) -> cost_model.Cluster:
                               max(1, s.gpus_per_node // spacing))
 
 
-def _data_parallel(s: Setup) -> float:
-    """Seconds of data parallelism's collectives in one step (none hidden yet)."""
+def _data_parallel(s: Setup, compute: float) -> tuple[float, float]:
+    """Seconds of data parallelism's collectives in one step, and the part ``compute``
+    (the busiest GPU's seconds of computing in the step) does not hide."""
     precision = memory.PRECISIONS[s.precision]
-    mp = s.tp * s.pp
-    local = s.params / mp
+    local = s.params * stage_share(s) / s.tp
     weights, grads = local * precision.weight_bytes, local * precision.grad_bytes
-    group = _group(s, mp)
+    group = _group(s, s.tp * s.pp)
+    per_micro = compute / s.micro_batches
+    last_backward = BACKWARD_SHARE * per_micro
     if s.zero == 0:
-        return _collective("all-reduce", grads, s.dp, group)
-    gather = _collective("all-gather", weights, s.shard, group)
-    scatter = _collective("reduce-scatter", grads, s.shard, group)
-    if s.zero == 3:
-        sharded = s.micro_batches * (2 * gather + scatter)
-    else:
-        sharded = scatter + gather
+        total = _collective("all-reduce", grads, s.dp, group)
+        return total, max(0.0, total - last_backward)
+    units = s.edge_layers
+    gather = _per_unit(weights, units, s.shard, group)
+    scatter = _per_unit(grads, units, s.shard, group)
     replicas = _collective("all-reduce", grads / s.shard, s.dp // s.shard,
-                           _group(s, mp * s.shard))
-    return sharded + replicas
+                           _group(s, s.tp * s.pp * s.shard))
+    forward = per_micro * 2 / (8 if s.checkpointing else 6)
+    if s.zero < 3:
+        # Gradients reduce-scattered in the last backward pass; the weights gathered in
+        # the next step's first forward pass, unit by unit, prefetched.
+        total = scatter + replicas + gather
+        exposed = (max(0.0, scatter + replicas - last_backward)
+                   + gather / units + max(0.0, gather - forward))
+        return total, exposed
+    # ZeRO 3: every micro-batch gathers each unit in its forward and again in its
+    # backward pass, and reduce-scatters its gradients; the next unit's gather is
+    # prefetched behind the current unit's compute, the first one waits.
+    backward = per_micro - forward
+    per_step = (gather / units + max(0.0, gather - forward)
+                + max(0.0, gather + scatter - backward))
+    total = s.micro_batches * (2 * gather + scatter) + replicas
+    return total, s.micro_batches * per_step + max(0.0, replicas - last_backward)
+
+
+#: Passes over HBM of every activation a layer saves (written in the forward, read in the
+#: backward pass); activation checkpointing writes them once more when it recomputes.
+HBM_PASSES = 2
+
+
+def _compute(s: Setup) -> tuple[float, float]:
+    """The busiest GPU's seconds of computing in one step, and the memory-bound part.
+
+    Matrix products: ``6 N T`` (``8 N T`` with recomputation) over the GPUs at ``mfu``
+    of the peak, times the busiest stage's layers over the average. Memory-bound work
+    (normalisations, activations, softmax, dropout; chapter 10's roofline puts them
+    under the bandwidth roof): every saved activation of chapter 2's estimate crosses
+    HBM :data:`HBM_PASSES` times (three with recomputation), and the loss's FP32 logits
+    too on one stage. Its share falls as ``1 / h``, so per-GPU throughput rises with
+    the model's width.
+    """
+    tokens = s.global_batch * s.seq_len
+    work = roofline.training_flops(s.params, tokens)
+    work += 2 * s.params * tokens if s.checkpointing else 0.0
+    busiest = max(s.edge_layers, s.middle_layers)
+    matmul = work / (s.gpus * s.peak * s.mfu) * (busiest * s.pp / s.layers)
+    e = memory.PRECISIONS[s.precision].activation_bytes
+    saved = memory.activation_bytes_per_layer(
+        s.seq_len, s.micro_batch, s.hidden, s.heads, e, 1, s.dropout,
+        not s.flash_attention) / s.tp * busiest
+    if s.pp == 1:
+        saved += s.micro_batch * s.seq_len * s.vocab * 4 / s.tp
+    passes = HBM_PASSES + (1 if s.checkpointing else 0)
+    bound = s.micro_batches * passes * saved / s.hbm
+    return matmul + bound, bound
 
 
 def step_time(s: Setup) -> StepTime:
@@ -253,32 +339,28 @@ def step_time(s: Setup) -> StepTime:
     Chapter 2, *The memory wall*.
     """
     precision = memory.PRECISIONS[s.precision]
-    tokens = s.global_batch * s.seq_len
-    flops = roofline.training_flops(s.params, tokens)
-    work = flops + (2 * s.params * tokens if s.checkpointing else 0.0)
-    compute = work / (s.gpus * s.peak * s.mfu)
+    compute, bound = _compute(s)
     message = s.seq_len * s.micro_batch * s.hidden * precision.activation_bytes
     all_reduce = cost_model.ring_time("all-reduce", message, s.tp, s.node_link)
-    layers_here = math.ceil(s.layers / s.pp)
-    tp = layers_here * s.micro_batches * (6 if s.checkpointing else 4) * all_reduce
+    layers_here = max(s.edge_layers, s.middle_layers)
+    tp = (layers_here * s.micro_batches * (6 if s.checkpointing else 4) * all_reduce
+          * (1 - s.tp_overlap))
     pp = 0.0
     if s.pp > 1:
         link = s.node_link if s.tp * s.pp <= s.gpus_per_node else s.network_link
         send = cost_model.ring_time("broadcast", message / s.tp, 2, link)
-        pp = 2 * s.micro_batches * send
+        pp = 2 * s.micro_batches * s.virtual_stages * send
     busy = compute + tp + pp
-    share = pipeline.theoretical_bubble(s.pp, s.micro_batches)
+    share = pipeline.theoretical_bubble(s.pp, s.micro_batches, s.virtual_stages)
     bubble = busy * share / (1 - share)
-    dp = _data_parallel(s)
-    hidden = compute if s.zero == 3 else BACKWARD_SHARE * compute / s.micro_batches
-    exposed = max(0.0, dp - hidden)
+    dp, exposed = _data_parallel(s, compute)
     offload = 0.0
     if s.offload:
         offload = cost_model.offload_transfer_time(
             s.params / (s.tp * s.pp), s.shard, s.host_link,
             precision.grad_bytes + precision.weight_bytes)
     step = busy + bubble + exposed + offload
-    return StepTime(compute, tp, pp, bubble, dp, exposed, offload, step, share)
+    return StepTime(compute, bound, tp, pp, bubble, dp, exposed, offload, step, share)
 
 
 @dataclass(frozen=True)
@@ -365,7 +447,7 @@ def js_tables() -> dict[str, Any]:
                           "seq_len": p.seq_len, "global_batch": p.global_batch,
                           "tokens": p.tokens}
                     for key, p in PRESETS.items()},
-        "gpus": {key: {"name": a.name, "memory": a.memory,
+        "gpus": {key: {"name": a.name, "memory": a.memory, "hbm": a.bandwidth,
                        "peak": {name: a.dense[dtype]
                                 for name, dtype in PEAK_DTYPE.items()},
                        "own_link": key_of[a.gpu_link or a.host_link],
@@ -381,7 +463,7 @@ def js_tables() -> dict[str, Any]:
             "max_gpus": MAX_GPUS, "custom_global_batch": CUSTOM_GLOBAL_BATCH,
             "tokens_per_param": TOKENS_PER_PARAM, "backward_share": BACKWARD_SHARE,
             "custom_gpu_links": list(CUSTOM_GPU_LINKS),
-            "seconds_per_day": SECONDS_PER_DAY,
+            "seconds_per_day": SECONDS_PER_DAY, "hbm_passes": HBM_PASSES,
             # the gradient buckets chapter 2's estimator adds on more than one GPU
             "bucket_temporaries": memory.training_memory(
                 1, batch=1, seq_len=1, gpus=2, shape=memory.ModelShape(1, 1, 1, 1, 0)

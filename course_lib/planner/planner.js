@@ -217,12 +217,13 @@
       name = preset.name;
       shapeNames.forEach(function (key) { if (v[key] === null) v[key] = preset[key]; });
     }
-    var gpuName, capacity, peak, ownLink, hostKey;
+    var gpuName, capacity, peak, hbm, ownLink, hostKey;
     if (v.gpu === "custom") {
-      missing("plan_err_missing_gpu", ["gpu_memory_gb", "gpu_tflops"]);
+      missing("plan_err_missing_gpu", ["gpu_memory_gb", "gpu_tflops", "gpu_hbm_tbs"]);
       gpuName = "custom GPU";
       capacity = v.gpu_memory_gb * 1e9;
       peak = v.gpu_tflops * 1e12;
+      hbm = v.gpu_hbm_tbs * 1e12;
       ownLink = T.constants.custom_gpu_links[0];
       hostKey = T.constants.custom_gpu_links[1];
     } else {
@@ -230,6 +231,7 @@
       gpuName = gpu.name;
       capacity = v.gpu_memory_gb === null ? gpu.memory : v.gpu_memory_gb * 1e9;
       peak = v.gpu_tflops === null ? gpu.peak[v.precision] : v.gpu_tflops * 1e12;
+      hbm = v.gpu_hbm_tbs === null ? gpu.hbm : v.gpu_hbm_tbs * 1e12;
       ownLink = gpu.own_link;
       hostKey = gpu.host_link;
     }
@@ -259,6 +261,7 @@
         { tp: tp, hidden: hidden, heads: heads, options: options(divisors(common)) });
     }
     if (pp > layers) throw fail("plan_err_pp_layers", { pp: pp, layers: layers });
+    var stages = checkStages(layers, pp, v.virtual_stages, v.edge_layers, fail);
     if (gpus % (tp * pp)) {
       throw fail("plan_err_mp_gpus", { tp: tp, pp: pp, mp: tp * pp, gpus: gpus });
     }
@@ -295,8 +298,29 @@
       shard: shard === null ? dp : shard, offload: v.offload, tp: tp, pp: pp, dp: dp,
       micro_batches: micro, micro_batch: Math.floor(batch / (dp * micro)),
       checkpointing: v.checkpointing, flash_attention: v.flash_attention,
-      dropout: v.dropout, global_batch: batch, tokens: v.tokens, mfu: v.mfu
+      dropout: v.dropout, global_batch: batch, tokens: v.tokens, mfu: v.mfu,
+      hbm: hbm, tp_overlap: v.tp_overlap, virtual_stages: stages[2],
+      edge_layers: stages[0], middle_layers: stages[1]
     };
+  }
+
+  /** inputs._stages: the first (and last) stage's layers, the busiest middle stage's,
+   * the virtual stages, checked. */
+  function checkStages(layers, pp, virtual, edge, fail) {
+    if (virtual > 1 && pp === 1) throw fail("plan_err_virtual_pp", { virtual: virtual });
+    if (virtual > 1 && pp * virtual > layers) {
+      throw fail("plan_err_virtual_layers", { virtual: virtual, pp: pp, layers: layers,
+        most: Math.floor(layers / pp) });
+    }
+    var even = Math.ceil(layers / pp);
+    if (edge === null) return [even, even, virtual];
+    if (pp < 3) throw fail("plan_err_edge_pp", { pp: pp });
+    if (virtual > 1) throw fail("plan_err_edge_virtual", {});
+    if (2 * edge + pp - 2 > layers) {
+      throw fail("plan_err_edge_layers", { edge: edge, layers: layers, pp: pp,
+        most: Math.floor((layers - pp + 2) / 2) });
+    }
+    return [edge, Math.ceil((layers - 2 * edge) / (pp - 2)), virtual];
   }
 
   function gcd(a, b) {
@@ -397,8 +421,8 @@
       (attentionScores ? a * s * s * b * (e + (dropout ? 1 : 0) * (e + d)) : 0);
   }
 
-  function theoreticalBubble(stages, microBatches) {
-    return (stages - 1) / (microBatches + stages - 1);
+  function theoreticalBubble(stages, microBatches, virtual) {
+    return (stages - 1) / (virtual * microBatches + stages - 1);
   }
 
   function trainingFlops(nParams, tokens) { return 6 * nParams * tokens; }
@@ -407,26 +431,38 @@
   // The model (model.py)
   // -----------------------------------------------------------------------------------
 
+  function stageShare(s) {
+    if (s.pp === 1) return 1;
+    var embedding = s.vocab * s.hidden;
+    var perLayer = Math.max(0, s.params - embedding) / s.layers;
+    return Math.min(1, (s.edge_layers * perLayer + embedding) / s.params);
+  }
+
+  function inFlight(s) {
+    var p = s.pp, v = s.virtual_stages;
+    var held = v === 1 ? p : Math.ceil((1 + (p - 1) / (p * v)) * p);
+    return Math.min(held, s.micro_batches);
+  }
+
   function memoryPerGpu(s, T) {
     var states = trainingMemory(s.params, s.precision, s.optimizer, s.shard, s.zero,
       s.hidden, T);
-    var mp = s.tp * s.pp;
-    var parameters = states.weights / mp;
-    var gradients = states.gradients / mp;
-    var optimizer = (states.master_weights + states.optimizer_states) / mp;
+    var here = stageShare(s) / s.tp;
+    var parameters = states.weights * here;
+    var gradients = states.gradients * here;
+    var optimizer = (states.master_weights + states.optimizer_states) * here;
     var host = 0;
     if (s.offload) { host = optimizer; optimizer = 0; }
     var e = T.precisions[s.precision].activation_bytes;
     var perLayer = activationBytesPerLayer(s.seq_len, s.micro_batch, s.hidden, s.heads,
       e, 1, s.dropout, !s.flash_attention) / s.tp;
-    var layersHere = Math.ceil(s.layers / s.pp);
-    var inFlight = Math.min(s.pp, s.micro_batches);
+    var held = inFlight(s);
     var activations;
     if (s.checkpointing) {
       var kept = s.seq_len * s.micro_batch * s.hidden * e / s.tp;
-      activations = inFlight * layersHere * kept + perLayer;
+      activations = held * s.edge_layers * kept + perLayer;
     } else {
-      activations = inFlight * layersHere * perLayer;
+      activations = held * s.edge_layers * perLayer;
     }
     if (s.pp === 1) activations += s.micro_batch * s.seq_len * s.vocab * 4 / s.tp;
     var buffers = states.temporaries;
@@ -490,53 +526,84 @@
       Math.max(1, Math.floor(s.gpus_per_node / spacing)));
   }
 
-  function dataParallel(s, T) {
+  function perUnit(nBytes, units, n, c) {
+    if (n === 1 || nBytes === 0) return 0;
+    return units * allgatherTime(nBytes / units, n, c);
+  }
+
+  /** model._data_parallel: [all of data parallelism's seconds, the exposed part]. */
+  function dataParallel(s, compute, T) {
     var precision = T.precisions[s.precision];
-    var mp = s.tp * s.pp;
-    var local = s.params / mp;
+    var local = s.params * stageShare(s) / s.tp;
     var weights = local * precision.weight_bytes, grads = local * precision.grad_bytes;
-    var g = groupCluster(s, mp);
-    if (s.zero === 0) return collective("all-reduce", grads, s.dp, g, T);
-    var gather = collective("all-gather", weights, s.shard, g, T);
-    var scatter = collective("reduce-scatter", grads, s.shard, g, T);
-    var sharded;
-    if (s.zero === 3) sharded = s.micro_batches * (2 * gather + scatter);
-    else sharded = scatter + gather;
+    var g = groupCluster(s, s.tp * s.pp);
+    var perMicro = compute / s.micro_batches;
+    var lastBackward = T.constants.backward_share * perMicro;
+    if (s.zero === 0) {
+      var all = collective("all-reduce", grads, s.dp, g, T);
+      return [all, Math.max(0, all - lastBackward)];
+    }
+    var units = s.edge_layers;
+    var gather = perUnit(weights, units, s.shard, g);
+    var scatter = perUnit(grads, units, s.shard, g);
     var replicas = collective("all-reduce", grads / s.shard, s.dp / s.shard,
-      groupCluster(s, mp * s.shard), T);
-    return sharded + replicas;
+      groupCluster(s, s.tp * s.pp * s.shard), T);
+    var forward = perMicro * 2 / (s.checkpointing ? 8 : 6);
+    if (s.zero < 3) {
+      return [scatter + replicas + gather,
+        Math.max(0, scatter + replicas - lastBackward) + gather / units +
+        Math.max(0, gather - forward)];
+    }
+    var backward = perMicro - forward;
+    var perStep = gather / units + Math.max(0, gather - forward) +
+      Math.max(0, gather + scatter - backward);
+    return [s.micro_batches * (2 * gather + scatter) + replicas,
+      s.micro_batches * perStep + Math.max(0, replicas - lastBackward)];
+  }
+
+  /** model._compute: [the busiest GPU's computing seconds, the memory-bound part]. */
+  function computeTime(s, T) {
+    var tokens = s.global_batch * s.seq_len;
+    var work = trainingFlops(s.params, tokens) +
+      (s.checkpointing ? 2 * s.params * tokens : 0);
+    var busiest = Math.max(s.edge_layers, s.middle_layers);
+    var matmul = work / (s.gpus * s.peak * s.mfu) * (busiest * s.pp / s.layers);
+    var e = T.precisions[s.precision].activation_bytes;
+    var saved = activationBytesPerLayer(s.seq_len, s.micro_batch, s.hidden, s.heads,
+      e, 1, s.dropout, !s.flash_attention) / s.tp * busiest;
+    if (s.pp === 1) saved += s.micro_batch * s.seq_len * s.vocab * 4 / s.tp;
+    var passes = T.constants.hbm_passes + (s.checkpointing ? 1 : 0);
+    var bound = s.micro_batches * passes * saved / s.hbm;
+    return [matmul + bound, bound];
   }
 
   function stepTime(s, T) {
     var precision = T.precisions[s.precision];
-    var tokens = s.global_batch * s.seq_len;
-    var flops = trainingFlops(s.params, tokens);
-    var work = flops + (s.checkpointing ? 2 * s.params * tokens : 0);
-    var compute = work / (s.gpus * s.peak * s.mfu);
+    var computed = computeTime(s, T), compute = computed[0];
     var message = s.seq_len * s.micro_batch * s.hidden * precision.activation_bytes;
     var allReduce = ringTime("all-reduce", message, s.tp, s.node_link);
-    var layersHere = Math.ceil(s.layers / s.pp);
-    var tp = layersHere * s.micro_batches * (s.checkpointing ? 6 : 4) * allReduce;
+    var layersHere = Math.max(s.edge_layers, s.middle_layers);
+    var tp = layersHere * s.micro_batches * (s.checkpointing ? 6 : 4) * allReduce *
+      (1 - s.tp_overlap);
     var pp = 0;
     if (s.pp > 1) {
       var link = s.tp * s.pp <= s.gpus_per_node ? s.node_link : s.network_link;
-      pp = 2 * s.micro_batches * ringTime("broadcast", message / s.tp, 2, link);
+      pp = 2 * s.micro_batches * s.virtual_stages *
+        ringTime("broadcast", message / s.tp, 2, link);
     }
     var busy = compute + tp + pp;
-    var share = theoreticalBubble(s.pp, s.micro_batches);
+    var share = theoreticalBubble(s.pp, s.micro_batches, s.virtual_stages);
     var bubble = busy * share / (1 - share);
-    var dp = dataParallel(s, T);
-    var hidden = s.zero === 3 ? compute
-      : T.constants.backward_share * compute / s.micro_batches;
-    var exposed = Math.max(0, dp - hidden);
+    var dp = dataParallel(s, compute, T);
     var offload = 0;
     if (s.offload) {
       offload = offloadTransferTime(s.params / (s.tp * s.pp), s.shard, s.host_link,
         precision.grad_bytes + precision.weight_bytes);
     }
-    var step = busy + bubble + exposed + offload;
-    return { compute: compute, tp: tp, pp: pp, bubble: bubble, dp: dp,
-      dp_exposed: exposed, offload: offload, step: step, bubble_share: share };
+    var step = busy + bubble + dp[1] + offload;
+    return { compute: compute, memory_bound: computed[1], tp: tp, pp: pp,
+      bubble: bubble, dp: dp[0], dp_exposed: dp[1], offload: offload, step: step,
+      bubble_share: share };
   }
 
   /** Check a plan and say what it needs and takes (model.plan); throws on bad input. */
@@ -571,17 +638,18 @@
   var GROUPS = [
     ["plan_heading_model", ["model", "params", "layers", "hidden", "heads", "vocab",
       "seq_len", "global_batch", "tokens"]],
-    ["plan_heading_hardware", ["gpu", "gpu_memory_gb", "gpu_tflops", "gpus_per_node",
+    ["plan_heading_hardware", ["gpu", "gpu_memory_gb", "gpu_tflops", "gpu_hbm_tbs",
+      "gpus_per_node",
       "nodes", "node_link", "node_alpha_us", "node_beta_gbs", "network_link",
       "net_alpha_us", "net_beta_gbs"]],
     ["plan_heading_strategy", ["precision", "optimizer", "zero", "shard", "offload",
-      "tp", "pp", "micro_batches", "checkpointing", "flash_attention", "dropout",
-      "mfu"]]
+      "tp", "tp_overlap", "pp", "virtual_stages", "edge_layers", "micro_batches",
+      "checkpointing", "flash_attention", "dropout", "mfu"]]
   ];
   // Inputs a new model or GPU choice resets to the preset's or datasheet's values.
   var FROM_MODEL = ["params", "layers", "hidden", "heads", "vocab", "seq_len",
     "global_batch", "tokens"];
-  var FROM_GPU = ["gpu_memory_gb", "gpu_tflops"];
+  var FROM_GPU = ["gpu_memory_gb", "gpu_tflops", "gpu_hbm_tbs"];
 
   function esc(s) {
     return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;")
@@ -770,7 +838,9 @@
     var values = { params: this.short(s.params), layers: s.layers, hidden: s.hidden,
       heads: s.heads, vocab: s.vocab, seq_len: s.seq_len, global_batch: s.global_batch,
       tokens: this.short(s.tokens), gpu_memory_gb: s.capacity / 1e9,
-      gpu_tflops: s.peak / 1e12, shard: s.shard, micro_batches: s.micro_batches,
+      gpu_tflops: s.peak / 1e12, gpu_hbm_tbs: s.hbm / 1e12, shard: s.shard,
+      micro_batches: s.micro_batches, tp_overlap: s.tp_overlap,
+      virtual_stages: s.virtual_stages, edge_layers: s.edge_layers,
       node_alpha_us: s.node_link.latency * 1e6,
       node_beta_gbs: s.node_link.bandwidth / 1e9,
       net_alpha_us: s.network_link.latency * 1e6,

@@ -35,6 +35,7 @@ PLAN_EN: dict[str, str] = {
     "plan_what_gpu": "GPU type",
     "plan_what_gpu_memory_gb": "GPU memory (GB)",
     "plan_what_gpu_tflops": "GPU peak (TFLOP/s)",
+    "plan_what_gpu_hbm_tbs": "GPU memory bandwidth (TB/s)",
     "plan_what_gpus_per_node": "number of GPUs per node",
     "plan_what_nodes": "number of nodes",
     "plan_what_node_link": "link inside a node",
@@ -47,14 +48,17 @@ PLAN_EN: dict[str, str] = {
     "plan_what_shard": "sharding factor",
     "plan_what_offload": "CPU offload",
     "plan_what_tp": "tensor-parallel degree",
+    "plan_what_tp_overlap": "share of tensor parallelism's communication hidden",
     "plan_what_pp": "pipeline-parallel degree",
+    "plan_what_virtual_stages": "number of virtual stages",
+    "plan_what_edge_layers": "layers of the first and last stage",
     "plan_what_micro_batches": "number of micro-batches",
     "plan_what_checkpointing": "activation checkpointing",
     "plan_what_flash_attention": "fused attention",
     "plan_what_dropout": "dropout",
     "plan_what_global_batch": "global batch (sequences)",
     "plan_what_tokens": "number of tokens to train on",
-    "plan_what_mfu": "MFU",
+    "plan_what_mfu": "MFU of the matrix products",
     # Bad input: one line each, saying what to do
     "plan_err_number": (
         "{what} must be a number, got {value}; write it with a decimal point, e.g. "
@@ -120,7 +124,26 @@ PLAN_EN: dict[str, str] = {
         "a global batch of {batch} sequences does not split into {dp} replicas x "
         "{micro} micro-batches; use a multiple of {unit}"
     ),
-    # The view's labels
+    "plan_err_virtual_pp": (
+        "{virtual} virtual stages interleave a pipeline: use 2 or more pipeline stages, "
+        "or 1 virtual stage"
+    ),
+    "plan_err_virtual_layers": (
+        "{pp} stages x {virtual} virtual stages need a layer each, and there are "
+        "{layers}; use at most {most} virtual stages"
+    ),
+    "plan_err_edge_pp": (
+        "fewer layers on the first and last stage need a middle stage: use 3 or more "
+        "pipeline stages (not {pp}), or leave the edge layers out"
+    ),
+    "plan_err_edge_virtual": (
+        "uneven stages are planned for plain 1F1B: use 1 virtual stage, or leave the "
+        "edge layers out"
+    ),
+    "plan_err_edge_layers": (
+        "{edge} layers on the first and on the last stage leave too few of the {layers} "
+        "for the other {pp} - 2 stages; use at most {most}"
+    ),
     "plan_label_model": "Model",
     "plan_label_params": "Parameters",
     "plan_label_layers": "Layers",
@@ -133,6 +156,7 @@ PLAN_EN: dict[str, str] = {
     "plan_label_gpu": "GPU",
     "plan_label_gpu_memory_gb": "Memory (GB)",
     "plan_label_gpu_tflops": "Peak (TFLOP/s)",
+    "plan_label_gpu_hbm_tbs": "Memory bandwidth (TB/s)",
     "plan_label_gpus_per_node": "GPUs per node",
     "plan_label_nodes": "Nodes",
     "plan_label_node_link": "Link in a node",
@@ -141,14 +165,17 @@ PLAN_EN: dict[str, str] = {
     "plan_label_shard": "Sharding factor",
     "plan_label_offload": "CPU offload",
     "plan_label_tp": "Tensor parallel",
+    "plan_label_tp_overlap": "TP communication hidden (0-1)",
     "plan_label_pp": "Pipeline stages",
+    "plan_label_virtual_stages": "Virtual stages (interleaved)",
+    "plan_label_edge_layers": "Layers of first and last stage",
     "plan_label_micro_batches": "Micro-batches",
     "plan_label_checkpointing": "Activation checkpointing",
     "plan_label_flash_attention": "Fused attention",
     "plan_label_dropout": "Dropout",
     "plan_label_global_batch": "Global batch (sequences)",
     "plan_label_tokens": "Tokens to train on",
-    "plan_label_mfu": "MFU while computing",
+    "plan_label_mfu": "MFU of the matrix products",
     "plan_custom": "custom",
     "plan_auto": "(auto)",
     "plan_heading_model": "Model and data",
@@ -204,7 +231,10 @@ PLAN_EN: dict[str, str] = {
         "{days} days on {gpus} GPUs, {gpu_hours} GPU-hours, for {tokens} tokens"
     ),
     "plan_train_one": "{days} days on 1 GPU, {gpu_hours} GPU-hours, for {tokens} tokens",
-    "plan_mfu": "achieved MFU {achieved} (assumed {assumed} while computing)",
+    "plan_mfu": (
+        "achieved MFU {achieved}, end to end as papers publish it (assumed {assumed} "
+        "in the matrix products)"
+    ),
     "plan_dp_hidden": (
         "data-parallel communication {dp} s, of which {hidden} s hide behind compute"
     ),
@@ -230,6 +260,7 @@ PLAN_NL: dict[str, str] = {
     "plan_what_gpu": "het GPU-type",
     "plan_what_gpu_memory_gb": "het GPU-geheugen (GB)",
     "plan_what_gpu_tflops": "de piekrekenkracht van de GPU (TFLOP/s)",
+    "plan_what_gpu_hbm_tbs": "de geheugenbandbreedte van de GPU (TB/s)",
     "plan_what_gpus_per_node": "het aantal GPU's per node",
     "plan_what_nodes": "het aantal nodes",
     "plan_what_node_link": "de verbinding binnen een node",
@@ -242,14 +273,19 @@ PLAN_NL: dict[str, str] = {
     "plan_what_shard": "de shardingfactor",
     "plan_what_offload": "CPU-offload",
     "plan_what_tp": "de tensor-parallelle graad",
+    "plan_what_tp_overlap": (
+        "het verborgen deel van de communicatie van het tensorparallellisme"
+    ),
     "plan_what_pp": "de pipeline-parallelle graad",
+    "plan_what_virtual_stages": "het aantal virtuele stages",
+    "plan_what_edge_layers": "het aantal lagen van de eerste en laatste stage",
     "plan_what_micro_batches": "het aantal micro-batches",
     "plan_what_checkpointing": "activatie-checkpointing",
     "plan_what_flash_attention": "gefuseerde attention",
     "plan_what_dropout": "de dropout",
     "plan_what_global_batch": "de globale batch (sequenties)",
     "plan_what_tokens": "het aantal tokens om op te trainen",
-    "plan_what_mfu": "de MFU",
+    "plan_what_mfu": "de MFU van de matrixproducten",
     "plan_err_number": (
         "{what} moet een getal zijn, niet {value}; schrijf het met een punt als "
         "decimaalteken, bijvoorbeeld 0.4, 7B of 2e12"
@@ -322,6 +358,27 @@ PLAN_NL: dict[str, str] = {
         "een globale batch van {batch} sequenties is niet te verdelen in {dp} "
         "replica's x {micro} micro-batches; neem een veelvoud van {unit}"
     ),
+    "plan_err_virtual_pp": (
+        "{virtual} virtuele stages verweven een pipeline: neem 2 of meer "
+        "pipelinestages, of 1 virtuele stage"
+    ),
+    "plan_err_virtual_layers": (
+        "{pp} stages x {virtual} virtuele stages hebben elk een laag nodig, en er zijn "
+        "er {layers}; neem hoogstens {most} virtuele stages"
+    ),
+    "plan_err_edge_pp": (
+        "minder lagen op de eerste en laatste stage vragen een middelste stage: neem "
+        "3 of meer pipelinestages (niet {pp}), of laat de randlagen weg"
+    ),
+    "plan_err_edge_virtual": (
+        "ongelijke stages zijn gepland voor gewone 1F1B: neem 1 virtuele stage, of laat "
+        "de randlagen weg"
+    ),
+    "plan_err_edge_layers": (
+        "{edge} lagen op de eerste en op de laatste stage laten te weinig van de "
+        "{layers} over voor de andere {pp} - 2 stages; neem hoogstens {most}"
+    ),
+    # The view's labels
     "plan_label_model": "Model (voorgedefinieerd of eigen)",
     "plan_label_params": "Aantal parameters",
     "plan_label_layers": "Aantal lagen",
@@ -334,6 +391,7 @@ PLAN_NL: dict[str, str] = {
     "plan_label_gpu": "GPU-type",
     "plan_label_gpu_memory_gb": "Geheugen (GB)",
     "plan_label_gpu_tflops": "Piek (TFLOP/s)",
+    "plan_label_gpu_hbm_tbs": "Geheugenbandbreedte (TB/s)",
     "plan_label_gpus_per_node": "GPU's per node",
     "plan_label_nodes": "Aantal nodes",
     "plan_label_node_link": "Verbinding in een node",
@@ -342,14 +400,17 @@ PLAN_NL: dict[str, str] = {
     "plan_label_shard": "Shardingfactor",
     "plan_label_offload": "CPU-offload",
     "plan_label_tp": "Tensorparallel",
+    "plan_label_tp_overlap": "Verborgen TP-communicatie (0-1)",
     "plan_label_pp": "Pipelinestages",
+    "plan_label_virtual_stages": "Virtuele stages (verweven)",
+    "plan_label_edge_layers": "Lagen van eerste en laatste stage",
     "plan_label_micro_batches": "Aantal micro-batches",
     "plan_label_checkpointing": "Activatie-checkpointing",
     "plan_label_flash_attention": "Gefuseerde attention",
     "plan_label_dropout": "Met dropout",
     "plan_label_global_batch": "Globale batch (sequenties)",
     "plan_label_tokens": "Trainingstokens",
-    "plan_label_mfu": "MFU tijdens het rekenen",
+    "plan_label_mfu": "MFU van de matrixproducten",
     "plan_custom": "zelf invullen",
     "plan_auto": "(automatisch)",
     "plan_heading_model": "Model en data",
@@ -409,7 +470,10 @@ PLAN_NL: dict[str, str] = {
         "{days} dagen op {gpus} GPU's, {gpu_hours} GPU-uren, voor {tokens} tokens"
     ),
     "plan_train_one": "{days} dagen op 1 GPU, {gpu_hours} GPU-uren, voor {tokens} tokens",
-    "plan_mfu": "behaalde MFU {achieved} (aangenomen {assumed} tijdens het rekenen)",
+    "plan_mfu": (
+        "behaalde MFU {achieved}, van begin tot eind zoals papers die publiceren "
+        "(aangenomen {assumed} in de matrixproducten)"
+    ),
     "plan_dp_hidden": (
         "communicatie van het dataparallellisme {dp} s, waarvan {hidden} s achter het "
         "rekenen verdwijnt"
