@@ -7,7 +7,6 @@ checked.
 * The model's formulas by hand: model states, activations, the bubble, compute = 6 N T /
   (G peak MFU), the cheapest change, what CPU offload moves.
 * Every bad input is one ValueError line saying what to do.
-* The published figures (course_lib.planner.world) agree within their tolerances.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ import pytest
 
 from course_lib.numbers import i18n, memory
 from course_lib.parallel import cost_model, pipeline
-from course_lib.planner import inputs, model, report, texts, world
+from course_lib.planner import inputs, model, report, texts
 from course_lib.planner.inputs import PRESETS, Plan
 from course_lib.planner.model import plan
 
@@ -784,43 +783,6 @@ def test_report_says_it_all():
     dutch = report.report(plan(model="llama2-70b", nodes=4, language="nl"))
     assert "past niet" in dutch and "geen enkele wijziging alleen past" in dutch
     assert "<table" in report.report_html(plan())
-
-
-def test_published_figures_agree_within_their_tolerance():
-    rows = world.comparison()
-    assert len(rows) >= 15
-    sources = {row.figure.source for row in rows}
-    assert {
-        "rajbhandari2020zero",
-        "zhao2023fsdp",
-        "narayanan2021megatron",
-        "touvron2023llama2",
-        "dubey2024llama3",
-    } <= sources
-    bib = (ROOT / "book" / "references.bib").read_text(encoding="utf-8")
-    assert all(f"{{{source}," in bib for source in sources)
-    wrong = [
-        (r.figure.claim, r.figure.value, r.planner)
-        for r in rows
-        if not r.agrees and not r.figure.limit
-    ]
-    assert not wrong, wrong
-    # The one known limit is reported, not hidden: the plain 1F1B bubble undershoots
-    # Llama 3.
-    limits = [r for r in rows if r.figure.limit]
-    assert len(limits) == 1 and limits[0].planner < limits[0].figure.value
-    assert "model limit" in str(world.comparison_table(rows))
-
-
-def test_comparison_by_source_and_a_source_it_does_not_know():
-    rows = world.comparison(("touvron2023llama2",))
-    assert [r.figure.value for r in rows] == [184320, 1720320]
-    # The GPU-hours Llama 2 published imply an MFU near the planner's default 40 %.
-    implied = [r.planner / r.figure.value * 0.4 for r in rows]
-    assert 0.38 < implied[0] < 0.40 < implied[1] < 0.44
-    assert "184,320 GPU-hours" in str(world.comparison_table(rows))
-    with pytest.raises(ValueError, match="no published figures from nobody2099"):
-        world.comparison(("nobody2099",))
 
 
 def test_the_view_opens_on_memory_or_on_everything():

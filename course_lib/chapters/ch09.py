@@ -16,12 +16,11 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from course_lib.base.tables import Table, cite
+from course_lib.base.tables import Table
 from course_lib.chapters.ch09_diagrams import fsdp_layer_diagram, zero_stages_diagram
 from course_lib.exercises.questions import Question
 from course_lib.numbers import memory
 from course_lib.parallel import cost_model, ddp, fsdp, wire, zero
-from course_lib.planner import world
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -30,7 +29,7 @@ __all__ = ["STAGE", "ZERO_PAPER_GB", "by_hand_table", "by_run", "collective_wire
            "equality_table", "factor_table", "fsdp_layer_diagram", "fsdp_paper_table",
            "label", "memory_table",
            "offload_table", "plot_memory", "link_table", "plot_reduction", "prefetch_table",
-           "published_runs_table", "reshard_table", "volume_table", "wire_table",
+           "reshard_table", "volume_table", "wire_table",
            "zero_paper_table", "zero_stages_diagram"]
 
 #: The ZeRO stage whose formula each strategy is compared with.
@@ -284,29 +283,6 @@ def fsdp_paper_table() -> Table:
     ]
     return Table(["claim", "model size", "source"], rows,
                  title="Published FSDP results (Zhao et al. 2023), as checked here")
-
-
-#: The tolerance of a published yes-or-no figure (a model fits, or runs out of memory).
-_YES_OR_NO = "exact: fits or not"
-
-
-def published_runs_table(rows: Sequence[world.Row] | None = None) -> Table:
-    """The planner against published runs, for the page: each source as the book cites it.
-
-    :func:`course_lib.planner.world.comparison_table`'s rows (every published figure when
-    ``rows`` is None), with "Rajbhandari et al. (2020)" for the bibliography key
-    ``rajbhandari2020zero`` and, for a figure that is a yes or a no (fits or not), its
-    tolerance in words.
-
-    Chapter 9, *Sharding with ZeRO and FSDP*.
-    """
-    table = world.comparison_table(None if rows is None else list(rows))
-    source, tolerance = table.headers.index("source"), table.headers.index("tolerance")
-    for row in table.rows:
-        row[source] = cite(row[source])
-        if row[tolerance] == "verdict":
-            row[tolerance] = _YES_OR_NO
-    return table
 
 
 def _lowest_zero_stage(n_params: float, gpus: int, capacity: float) -> float:

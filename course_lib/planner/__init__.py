@@ -6,8 +6,8 @@
   fit, the step time (compute, communication, bubble), days and GPU-hours;
   ``planner.js`` is the same model in JavaScript, proven equal by the tests.
 * :mod:`~course_lib.planner.report`: the plan as a table (the command line's ``plan``).
-* :mod:`~course_lib.planner.world`: published runs (ZeRO, FSDP, Megatron-LM, Llama 3)
-  next to what the planner says about them.
+* :mod:`~course_lib.planner.validation`: published runs (Megatron-LM, Llama 3, BLOOM,
+  llm-foundry, torchtitan) predicted from their settings alone, next to their figures.
 * :mod:`~course_lib.planner.widget`: the planner in the page, with no kernel.
 * :mod:`~course_lib.planner.texts`: its texts in English and Dutch.
 """

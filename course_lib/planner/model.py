@@ -100,7 +100,7 @@ def stage_share(s: Setup) -> float:
     more than ``1 / p``: Llama 3 405B's embedding is 2.1B parameters, 262M per GPU at
     ``t = 8``.
 
-    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
+    Chapter 2, *The memory wall*.
     """
     if s.pp == 1:
         return 1.0
@@ -114,7 +114,7 @@ def in_flight(s: Setup) -> int:
     1F1B; interleaving multiplies ``p`` by ``1 + (p - 1) / (p v)`` (Megatron-LM's
     ``interleaved_schedule_memory_penalty``), rounded up.
 
-    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
+    Chapter 2, *The memory wall*.
     """
     p, v = s.pp, s.virtual_stages
     held = p if v == 1 else math.ceil((1 + (p - 1) / (p * v)) * p)

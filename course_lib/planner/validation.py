@@ -53,7 +53,7 @@ class Run:
     al.'s equation 3, recomputation counted), "palm" (6N + 12 l h s per token, no
     recomputation). ``note``: why the planner misses, where that can be told.
 
-    Chapter 10, *Hardware for LLM training*.
+    Chapter 9, *Sharding with ZeRO and FSDP*.
     """
 
     name: str
@@ -73,7 +73,7 @@ class Row:
     whether the planner says the run fits, and ``margin``: its memory over the usable
     (above 1: does not fit).
 
-    Chapter 10, *Hardware for LLM training*.
+    Chapter 9, *Sharding with ZeRO and FSDP*.
     """
 
     run: Run
@@ -374,7 +374,7 @@ def predict(run: Run, mfu: float) -> tuple[float | bool, bool]:
     """The planner's figure for ``run`` at the share of peak ``mfu``, and its verdict
     on whether the run fits.
 
-    Chapter 10, *Hardware for LLM training*.
+    Chapter 9, *Sharding with ZeRO and FSDP*.
     """
     r = _plan(run, mfu)
     return _read(run, r), r.fits
@@ -429,7 +429,7 @@ def validate(runs: Sequence[Run] = RUNS, mfu: float | None = None,
 
     ``mfu`` None: fitted by :func:`calibrate` on ``calibration`` (among ``RUNS``).
 
-    Chapter 10, *Hardware for LLM training*.
+    Chapter 9, *Sharding with ZeRO and FSDP*.
     """
     if mfu is None:
         mfu = calibrate(calibration)
@@ -479,7 +479,7 @@ def validation_table(rows: Sequence[Row] | None = None) -> Table:
     """The validation as a table: run, source, figure, published, planner, ratio, in
     the band, the planner's fit verdict, and the reason of a miss where one is known.
 
-    Chapter 10, *Hardware for LLM training*.
+    Chapter 9, *Sharding with ZeRO and FSDP*.
     """
     body = []
     for row in rows if rows is not None else validate():
