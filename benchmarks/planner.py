@@ -68,6 +68,8 @@ def main() -> int:
               f"{first.predicted:.0f} to {last.predicted:.0f} ({moves}), ratios "
               f"{first.ratio:.2f} to {last.ratio:.2f}.")
     print()
+    print(validation.goals(rows))
+    print()
     print(KNOWN)
     if args.plot:
         import matplotlib

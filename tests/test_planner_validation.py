@@ -151,3 +151,23 @@ def test_the_landing_page_and_readme_state_the_validation_as_it_comes_out():
     assert f"{within} of the {numeric} figures with a number" in readme
     assert f"{len(validation.RUNS)} runs of Megatron-LM" in readme
     assert f"the other {len(rows)} are" in readme
+
+
+def test_the_goals_table_counts_and_can_fail(mfu):
+    rows = validation.validate(mfu=mfu)
+    met = {line[0]: line[2] for line in validation.goals(rows).rows}
+    speed = [row for row in rows if row.run.kind in ("tflops", "tokens_per_s")]
+    share = sum(row.within for row in speed) / len(speed)
+    throughput = "at least 80 % of the throughput figures within 0.8-1.25"
+    assert (met[throughput] == "yes") == (share >= 0.8)
+    ran = [row for row in rows if row.run.kind != "fits"]
+    assert (met["every run that ran fits in the planner"] == "yes") == all(
+        row.fits for row in ran)
+    # Only the rows in the band: the throughput goal is met, and an unexplained miss
+    # (a note taken away) is caught.
+    good = [row for row in rows if row.within]
+    assert {l[0]: l[2] for l in validation.goals(good).rows}[throughput] == "yes"
+    out = next(row for row in rows if not row.within and row.run.kind != "fits")
+    silent = dataclasses.replace(out, run=dataclasses.replace(out.run, note=""))
+    told = {l[0]: l[2] for l in validation.goals([*good, silent]).rows}
+    assert told["every figure outside the band explained"] == "no"

@@ -33,7 +33,7 @@ from course_lib.base.tables import Table, cite
 from course_lib.planner.model import PlanResult, plan
 
 __all__ = ["BAND", "CALIBRATION_RUNS", "CLOSE", "KINDS", "RUNS", "Row", "Run", "calibrate",
-           "plot_ratios", "predict", "summary", "validate", "validation_table"]
+           "goals", "plot_ratios", "predict", "summary", "validate", "validation_table"]
 
 #: The band a prediction must fall in, as a ratio prediction / published.
 BAND = (0.8, 1.25)
@@ -467,6 +467,42 @@ def summary(rows: Sequence[Row]) -> dict[str, tuple[int, int]]:
     ran = [row for row in rows if row.run.kind != "fits"]
     out["ran and fits"] = (sum(row.fits for row in ran), len(ran))
     return out
+
+
+def goals(rows: Sequence[Row]) -> Table:
+    """Issue 37's goals for the planner against the validation, each with its count and
+    whether it is met.
+
+    Chapter 10, *Hardware for LLM training*.
+    """
+    ran = [row for row in rows if row.run.kind != "fits"]
+    refused = [row for row in ran if not row.fits]
+    no_fit = [row for row in rows if row.run.kind == "fits" and row.run.value is False]
+    decided = [row for row in no_fit if not 1 / CLOSE <= row.margin <= CLOSE]
+    speed = [row for row in ran if row.run.kind in ("tflops", "tokens_per_s")]
+    fast = sum(row.within for row in speed)
+    out = [row for row in ran if not row.within]
+    told = sum(bool(row.run.note) for row in out)
+    days = [row for row in ran if row.run.kind == "days"]
+    body = [
+        ["every run that ran fits in the planner", f"{len(ran) - len(refused)} of "
+         f"{len(ran)}", "yes" if not refused else "no: " + ", ".join(
+             row.run.name for row in refused)],
+        ["a run reported out of memory does not fit, where the margin can tell",
+         f"{sum(not row.predicted for row in decided)} of {len(decided)} "
+         f"({len(no_fit) - len(decided)} too close)",
+         "yes" if all(not row.predicted for row in decided) else "no"],
+        ["at least 80 % of the throughput figures within 0.8-1.25", f"{fast} of "
+         f"{len(speed)} ({fast / max(1, len(speed)):.0%})",
+         "yes" if fast >= 0.8 * len(speed) else "no"],
+        ["every figure outside the band explained", f"{told} of {len(out)}",
+         "yes" if told == len(out) else "no"],
+        ["days to train within 0.8-1.25", f"{sum(r.within for r in days)} of "
+         f"{len(days)}", "no run in the set publishes its days" if not days else
+         "yes" if all(r.within for r in days) else "no"],
+    ]
+    return Table(["goal", "count", "met"], body,
+                 title="The planner's goals against the validation set")
 
 
 def _shown(x: float | bool, kind: str) -> str:
