@@ -160,3 +160,21 @@ def test_two_real_gloo_ranks_hold_what_the_fake_ranks_say():
         assert (fake.collectives, fake.flops, fake.shard_bytes) == (r.collectives, r.flops, r.shard_bytes)
         # the peak falls at a slightly different moment of backward on real gloo
         assert fake.peak_total == pytest.approx(r.peak_total, rel=0.05)
+
+
+def test_the_planner_holds_what_fsdp_holds_at_its_peak(zero3):
+    """Issue 38: the root unit (embedding and head) gathered for the whole step and one
+    block's gradients reduce-scattered in FP32 are in the planner's buffers, as the
+    tracker measures them; chapter 2's two gathered blocks on top."""
+    from course_lib.planner import model
+
+    r = zero3
+    planned = model.plan(model="custom", params=r.n_params, layers=2, hidden=4096,
+                         heads=32, vocab=32000, seq_len=256, gpus_per_node=W, zero=3,
+                         global_batch=W, micro_batches=1)
+    root, block = 2 * 32000 * 4096 * 2, (r.n_params - 2 * 32000 * 4096) / 2
+    assert model.fsdp_buffers(planned.setup) == pytest.approx(root + 4 * block)
+    held = sum(r.detail[k] for k in ("Unsharded Param", "All Gather", "Reduce Scatter"))
+    assert held == pytest.approx(planned.memory.buffers, rel=0.1)
+    # Without the two terms the planner would miss about half of it.
+    assert planned.memory.buffers - model.fsdp_buffers(planned.setup) < 0.6 * held

@@ -2,6 +2,7 @@
 the references agree with the ZeRO paper, with DDP's step, and with the formulas the prediction
 measures."""
 
+import pytest
 import torch
 import torch.distributed as dist
 
@@ -108,3 +109,18 @@ def test_each_rank_holds_the_formulas_bytes():
     psi = 2 * 512 * 512
     assert ch09_lab.zero_held.measure() == {"ZeRO-1": 12.0 * psi, "ZeRO-2": 10.0 * psi,
                                             "ZeRO-3": 8.0 * psi}
+
+
+def test_rank_0_of_64_holds_fp32_shards_and_grades_each_component():
+    """Issue 38: the prediction at full size, measured on fake ranks."""
+    psi, n = 1_071_681_536, 64
+    measured = ch09_lab.rank0_at_scale.measure()
+    assert measured == pytest.approx({"parameters": 4 * psi / n, "gradients": 4 * psi / n,
+                                      "optimizer states": 8 * psi / n}, rel=1e-3)
+    assert ch09_lab.measure_at_scale().n_params == psi
+    # The right total split as BF16 mixed-precision accounting splits it: wrong per part.
+    bf16 = {"parameters": 2 * psi / n, "gradients": 2 * psi / n,
+            "optimizer states": 12 * psi / n}
+    feedback = ch09_lab.rank0_at_scale.check(bf16)
+    assert not feedback.passed and "BF16" in feedback.misconception
+    assert not ch09_lab.rank0_at_scale.check(16 * psi / n).passed  # components asked

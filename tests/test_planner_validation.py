@@ -107,7 +107,8 @@ def test_rows_carry_ratio_and_band(mfu):
     rows = validation.validate(mfu=mfu)
     low, high = validation.BAND
     for row in rows:
-        close = 1 / validation.CLOSE <= row.margin <= validation.CLOSE
+        close = (1 / validation.CLOSE <= row.margin <= validation.CLOSE
+                 or not row.run.decidable)
         assert row.fits == (row.margin <= 1)
         if row.run.kind == "fits":
             # A verdict within 10 % of the usable memory is too close to count.
@@ -125,7 +126,7 @@ def test_the_table_and_the_plot_are_produced(mfu):
     table = validation.validation_table(rows)
     assert len(table.rows) == len(rows)
     text = str(table)
-    assert "ratio" in text and "Megatron" in text and "too close" in text
+    assert "ratio" in text and "Megatron" in text and "cannot tell" in text
     # Every run that ran but does not fit in the planner says why.
     for row, line in zip(rows, table.rows):
         if row.run.kind != "fits" and not row.fits:

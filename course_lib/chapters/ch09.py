@@ -20,12 +20,15 @@ from course_lib.base.tables import Table
 from course_lib.chapters.ch09_diagrams import fsdp_layer_diagram, zero_stages_diagram
 from course_lib.exercises.questions import Question
 from course_lib.numbers import memory
-from course_lib.parallel import cost_model, ddp, fsdp, wire, zero
+from course_lib.parallel import at_scale, cost_model, ddp, fsdp, wire, zero
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["STAGE", "ZERO_PAPER_GB", "by_hand_table", "by_run", "collective_wire_table",
+    from course_lib.planner.model import PlanResult
+
+__all__ = ["STAGE", "ZERO_PAPER_GB", "at_scale_table", "by_hand_table", "by_run",
+           "collective_wire_table",
            "equality_table", "factor_table", "fsdp_layer_diagram", "fsdp_paper_table",
            "label", "memory_table",
            "offload_table", "plot_memory", "link_table", "plot_reduction", "prefetch_table",
@@ -283,6 +286,43 @@ def fsdp_paper_table() -> Table:
     ]
     return Table(["claim", "model size", "source"], rows,
                  title="Published FSDP results (Zhao et al. 2023), as checked here")
+
+
+#: The temporaries FSDP2's tracker names that the estimate and the planner hold for full
+#: sharding: the gathered units (the root unit and blocks), their all-gather buffers and the
+#: reduce-scatter's FP32 gradients.
+_GATHERED = ("Unsharded Param", "All Gather", "Reduce Scatter")
+
+
+def at_scale_table(rank: at_scale.RankMemory, planned: PlanResult) -> Table:
+    """Rank r of a full-size run measured on fake ranks next to chapter 2's estimate and the
+    planner (GB): model states after the step, gathered units and buffers at the peak, other
+    temporaries, activations when the forward pass ends, the peak; measured over planned.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    est = {c.category: c.estimate for c in at_scale.compare([rank])}
+    m = planned.memory
+    states = ("parameters", "gradients", "optimizer states")
+    rows = [
+        ("model states after the step", sum(est[k] for k in states),
+         m.parameters + m.gradients + m.optimizer, sum(rank.end[k] for k in states)),
+        ("gathered units and their buffers at the peak", est["temporaries"], m.buffers,
+         sum(rank.detail[k] for k in _GATHERED)),
+        ("other temporaries at the peak (gradients of activations)", 0.0, 0.0,
+         sum(v for k, v in rank.detail.items() if k in ("Temp", "Inputs", "Buffer"))),
+        ("activations when the forward pass ends", est["activations"], m.activations,
+         rank.after_forward["activations"]),
+        ("the peak", est["total"], m.total, rank.peak_total),
+    ]
+    body = [[what, f"{e / 1e9:.2f}", f"{p / 1e9:.2f}", f"{x / 1e9:.2f}",
+             f"{x / p:.2f}" if p else "-"] for what, e, p, x in rows]
+    lay = rank.layout
+    return Table(["what rank 0 holds", "chapter 2 (GB)", "planner (GB)", "measured (GB)",
+                  "measured / planner"], body,
+                 title=f"Rank {rank.rank} of {lay.world_size}, {rank.model}: "
+                       f"{rank.n_params / 1e9:.2f}B parameters, full sharding, measured on "
+                       "a fake process group")
 
 
 def _lowest_zero_stage(n_params: float, gpus: int, capacity: float) -> float:

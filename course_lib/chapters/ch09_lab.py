@@ -3,10 +3,13 @@
 The notebook imports this module as ``lab``; each exercise's stub cell calls ``lab.<name>(fn)``.
 The ZeRO arithmetic is checked against chapter 2's estimator, a ZeRO-2 step on real ranks
 (:mod:`course_lib.exercises.ranks`) against the library's ``ZeroAdamW``, and the prediction
-against the bytes each rank really holds under ZeRO-1, 2 and 3.
+against the bytes each rank really holds under ZeRO-1, 2 and 3; the second prediction against
+rank 0 of a 64-rank run of a real-size model, measured on fake ranks (:mod:`~course_lib.parallel.at_scale`).
 """
 
 from __future__ import annotations
+
+import functools
 
 import torch
 import torch.distributed as dist
@@ -15,7 +18,7 @@ from course_lib.exercises.checker import Case, Exercise, Misconception
 from course_lib.exercises.predictions import Prediction
 from course_lib.exercises.ranks import RankExercise
 from course_lib.numbers import memory
-from course_lib.parallel import launch, zero
+from course_lib.parallel import at_scale, launch, zero
 
 ME = "course_lib.chapters.ch09_lab"
 COMPONENTS = {"weights": "weights", "gradients": "gradients", "master weights": "master_weights",
@@ -209,6 +212,44 @@ zero_held = Prediction(
         (0.8, "divide everything by N in every stage: only stage 3 shards the parameters"),
         (1.2, "add an FP32 master copy: FP32 training keeps none (mixed precision does, +4 "
               "bytes per parameter, sharded from stage 1)"),
+        (8.0, "count bits instead of bytes"),
+    ),
+)
+
+
+# -- Prediction: rank 0 of 64 at full size, measured on fake ranks ------------------------------
+
+#: Chapter 9's full-size stage: Llama 2 7B's embedding, head and 4 of its 32 blocks, rank 0 of
+#: 64 under full sharding with BF16 mixed precision, sequences of 2,048 tokens.
+AT_SCALE = at_scale.Layout(64, "zero3", layers=4, seq_len=2048)
+
+
+@functools.lru_cache(maxsize=1)
+def measure_at_scale() -> at_scale.RankMemory:
+    """Rank 0 of :data:`AT_SCALE`, measured once per process on a fake process group.
+
+    Chapter 9, *Sharding with ZeRO and FSDP*.
+    """
+    return at_scale.measure_rank("llama2-7b", AT_SCALE, isolate=False)
+
+
+def _states_at_scale() -> dict[str, float]:
+    end = measure_at_scale().end
+    return {k: float(end[k]) for k in ("parameters", "gradients", "optimizer states")}
+
+
+rank0_at_scale = Prediction(
+    "rank0_at_scale",
+    "Bytes of parameters, gradients and optimizer states rank 0 of 64 holds after an AdamW step "
+    "of Llama 2 7B's embedding, head and 4 blocks (1,071,681,536 parameters), fully sharded by "
+    "FSDP2 with BF16 mixed precision.",
+    _states_at_scale, unit="bytes", rel_tol=0.05, components=True,
+    misconceptions=(
+        (0.5, "count the sharded parameters or gradients in BF16: FSDP keeps them in FP32 and "
+              "gathers BF16 copies unit by unit"),
+        (1.5, "add a master copy to the optimizer states: under FSDP the FP32 parameter "
+              "shard is the master copy, AdamW keeps 8 bytes per parameter"),
+        (64.0, "not divide by the 64 ranks: full sharding shards all three"),
         (8.0, "count bits instead of bytes"),
     ),
 )

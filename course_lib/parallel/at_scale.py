@@ -1,6 +1,6 @@
 """What one rank of a large training run holds, measured on fake process groups on this machine.
 
-Made for chapters 9 and 11 (their pages do not show it yet; ``benchmarks/at_scale.py`` does): a
+Chapter 9 measures rank 0 of 64 with it (``benchmarks/at_scale.py`` prints a grid): a
 real-size model (GPT-2 XL to Llama 3 405B) is built with fake tensors (``FakeTensorMode``:
 shapes, dtypes and strides, no storage), sharded by the same code a
 real run uses (FSDP2's ``fully_shard`` or ``replicate``, ``parallelize_module`` on a 2-D
@@ -453,7 +453,7 @@ def measure_rank(model: str | memory.ModelShape, layout: Layout, rank: int = 0,
     process group or fake mode stays behind here; ``isolate=False`` runs it in this process, which
     must be in no process group. Bad input is refused before any work.
 
-    Used by the library's other modules.
+    Chapter 9, *Sharding with ZeRO and FSDP*.
     """
     return measure_many([(model, layout, rank)], isolate, timeout)[0]
 

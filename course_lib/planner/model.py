@@ -59,8 +59,9 @@ from course_lib.planner.inputs import (CUSTOM_GLOBAL_BATCH, CUSTOM_GPU_LINKS, FI
                                        choices)
 
 __all__ = ["BACKWARD_SHARE", "COMPONENTS", "Change", "Memory", "Plan", "PlanResult",
-           "StepTime", "cheapest_change", "in_flight", "js_tables", "memory_per_gpu",
-           "plan", "stage_share", "step_time", "HBM_PASSES"]
+           "StepTime", "cheapest_change", "fsdp_buffers", "in_flight", "js_tables",
+           "memory_per_gpu", "plan", "stage_share", "step_time", "HBM_PASSES",
+           "REDUCE_BYTES"]
 
 #: The share of a step's compute that DDP's gradient all-reduce can hide behind: the cost
 #: model's, which chapter 8's data_parallel_step assumes too.
@@ -121,6 +122,28 @@ def in_flight(s: Setup) -> int:
     return min(held, s.micro_batches)
 
 
+#: Bytes per element FSDP reduce-scatters gradients in (``reduce_dtype`` FP32, as torchtitan
+#: and the course's measurement on fake ranks, :mod:`course_lib.parallel.at_scale`, run it).
+REDUCE_BYTES = 4
+
+
+def fsdp_buffers(s: Setup) -> float:
+    """What full sharding holds beyond chapter 2's two gathered layers, measured on fake
+    ranks (chapter 9): the root unit (embedding and head, one of them on a pipeline's
+    first stage) gathered for the whole step, and one layer's gradients reduce-scattered
+    in FP32; both split by tensor parallelism. Zero for ZeRO 0 to 2.
+
+    Chapter 2, *The memory wall*.
+    """
+    if s.zero < 3 or s.shard == 1:
+        return 0.0
+    weight = memory.PRECISIONS[s.precision].weight_bytes
+    embedding = s.vocab * s.hidden  # and as much again for an untied head
+    per_layer = max(0.0, s.params - 2 * embedding) / s.layers
+    root = (2 if s.pp == 1 else 1) * embedding * weight
+    return (root + per_layer * REDUCE_BYTES) / s.tp
+
+
 def memory_per_gpu(s: Setup) -> Memory:
     """Bytes per GPU by component on the first pipeline stage, and whether they fit.
 
@@ -150,7 +173,7 @@ def memory_per_gpu(s: Setup) -> Memory:
         activations = held * s.edge_layers * per_layer
     if s.pp == 1:
         activations += s.micro_batch * s.seq_len * s.vocab * 4 / s.tp
-    buffers = states.temporaries
+    buffers = states.temporaries + fsdp_buffers(s)
     total = parameters + gradients + optimizer + activations + buffers
     usable = memory.GPU(s.gpu_name, s.capacity).usable
     return Memory(parameters, gradients, optimizer, activations, buffers,
@@ -411,7 +434,7 @@ def plan(spec: Plan | None = None, language: str = "en", **inputs: Raw) -> PlanR
     input is a ValueError whose one line (in ``language``, 'en' or 'nl') says what to
     do.
 
-    Chapter 2, *The memory wall*.
+    Chapter 9, *Sharding with ZeRO and FSDP*.
     """
     spec = dataclasses.replace(spec or Plan(), **inputs)
     s = check(spec, language)
@@ -464,6 +487,7 @@ def js_tables() -> dict[str, Any]:
             "tokens_per_param": TOKENS_PER_PARAM, "backward_share": BACKWARD_SHARE,
             "custom_gpu_links": list(CUSTOM_GPU_LINKS),
             "seconds_per_day": SECONDS_PER_DAY, "hbm_passes": HBM_PASSES,
+            "reduce_bytes": REDUCE_BYTES,
             # the gradient buckets chapter 2's estimator adds on more than one GPU
             "bucket_temporaries": memory.training_memory(
                 1, batch=1, seq_len=1, gpus=2, shape=memory.ModelShape(1, 1, 1, 1, 0)

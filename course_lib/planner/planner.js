@@ -444,6 +444,16 @@
     return Math.min(held, s.micro_batches);
   }
 
+  /** model.fsdp_buffers: the root unit gathered, one layer's gradients reduced in FP32. */
+  function fsdpBuffers(s, T) {
+    if (s.zero < 3 || s.shard === 1) return 0;
+    var weight = T.precisions[s.precision].weight_bytes;
+    var embedding = s.vocab * s.hidden;
+    var perLayer = Math.max(0, s.params - 2 * embedding) / s.layers;
+    var root = (s.pp === 1 ? 2 : 1) * embedding * weight;
+    return (root + perLayer * T.constants.reduce_bytes) / s.tp;
+  }
+
   function memoryPerGpu(s, T) {
     var states = trainingMemory(s.params, s.precision, s.optimizer, s.shard, s.zero,
       s.hidden, T);
@@ -465,7 +475,7 @@
       activations = held * s.edge_layers * perLayer;
     }
     if (s.pp === 1) activations += s.micro_batch * s.seq_len * s.vocab * 4 / s.tp;
-    var buffers = states.temporaries;
+    var buffers = states.temporaries + fsdpBuffers(s, T);
     var total = parameters + gradients + optimizer + activations + buffers;
     var usable = s.capacity * (1 - T.constants.margin) - T.constants.cuda_context;
     return { parameters: parameters, gradients: gradients, optimizer: optimizer,
