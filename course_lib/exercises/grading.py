@@ -1,30 +1,43 @@
 """Instructors' tools for every chapter's exercises: grade a learner's notebook headless, write learner copies.
 
 A notebook's exercises are cells tagged ``exercise`` (the stub the learner fills in) and
-``solution`` (the worked answer). Grading removes the solution cells, runs the rest in a fresh
-kernel and reads the result each checker displays (:data:`checker.MIME`); learner copies are the
-notebooks without their solution cells and with the exercise cells' outputs cleared.
-"""
+``solution`` (the worked answer). Grading runs a notebook without its solution cells in a fresh
+kernel, then re-checks each exercise of the chapter's lab in a fresh process on the lab's own
+cases. Learner copies are the notebooks without solutions, exercise cells' outputs cleared."""
 
 from __future__ import annotations
 
 import argparse
+import ast
+import builtins
+import contextlib
+import copy
+import dataclasses
+import functools
 import hashlib
+import importlib
+import inspect
 import json
+import os
 import re
 import shutil
+import signal
+import subprocess
 import sys
 import tempfile
+import textwrap
+import threading
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import nbformat
 from nbformat.reader import NotJSONError
 
 from course_lib.base.checks import positive
-from course_lib.exercises.checker import MIME
+from course_lib.exercises.checker import Exercise
+from course_lib.exercises.predictions import Prediction
 
 __all__ = ["GradeRow", "grade_notebook", "grade_table", "learner_copies", "learner_copy", "main",
            "read_notebook"]
@@ -34,7 +47,7 @@ PROG = "python -m course_lib"
 
 @dataclass
 class GradeRow:
-    """One exercise of a graded notebook: its name, "pass" or "not yet", and the feedback's first line.
+    """One exercise of a graded notebook: its lab's name, "pass", "not yet" or "missing", a line.
 
     Used by the library's other modules.
     """
@@ -100,61 +113,279 @@ def without_solutions(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     return copy
 
 
-def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else ""
+#: The course's notebooks (in a checkout of the course): they give the order of a lab's exercises.
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+#: How a notebook imports its chapter's lab: ``from course_lib.chapters import ch04_lab as lab``.
+_LAB_IMPORT = re.compile(r"^\s*(?:from\s+course_lib\.chapters\s+import\s+(\w+)\s+as\s+lab"
+                         r"|import\s+course_lib\.chapters\.(\w+)\s+as\s+lab)\s*(?:#.*)?$", re.M)
+TIMED_OUT = ("timed out after {seconds:g} s (the time limit per cell, --timeout): look for a loop "
+             "that never ends or work that grows too fast, then grade again")
+_UNKNOWN = object()
 
 
-def _error_line(cell: nbformat.NotebookNode) -> str | None:
-    for output in cell.get("outputs", []):
-        if output.get("output_type") == "error":
-            return f"the cell raised {output['ename']}: {output['evalue']}"
+def _python(source: str) -> str:
+    """A cell's source as Python, IPython's ``!pip`` and ``%time`` lines as the calls they make."""
+    with contextlib.suppress(Exception):  # no IPython, or a cell it cannot read: Python says why
+        from IPython.core.inputtransformer2 import TransformerManager
+        return TransformerManager().transform_cell(source)
+    return source
+
+
+def _lab_calls(cell: nbformat.NotebookNode, names: Sequence[str]) -> list[tuple[str, str | None]]:
+    """The exercises a cell hands an answer to, ``lab.<name>(answer)``, with the answer's source."""
+    code = _python(cell.source) if cell.cell_type == "code" else ""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:  # still the exercise's cell: its re-check says where the error is
+        return [(m[1], None) for m in re.finditer(r"\blab\.(\w+)\(", code) if m[1] in names]
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)  # the cell's own first
+             and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name)
+             and node.func.value.id == "lab" and node.func.attr in names]
+    return [(c.func.attr, ast.get_source_segment(code, c.args[0]) if c.args else None)
+            for c in calls]
+
+
+def _answers(nb: nbformat.NotebookNode, names: Sequence[str],
+             ids: dict[str, str]) -> dict[str, tuple[int, str, str | None]]:
+    """Each exercise's cell in ``nb`` (number, source, what it hands the lab): the one tagged
+    ``exercise`` that calls ``lab.<name>`` (or whose next untagged cells do), else by ``ids`` or
+    ``def <name>``."""
+    found = {}
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or "exercise" not in _tags(cell):
+            continue
+        calls, after = _lab_calls(cell, names), index + 1
+        while not calls and after < len(nb.cells) and "exercise" not in _tags(nb.cells[after]):
+            calls, after = _lab_calls(nb.cells[after], names), after + 1  # its checker's cell
+        defined = [n for n in names if re.search(rf"^def {n}\b", cell.source, re.M)]
+        name = calls[0][0] if calls else ids.get(cell.get("id")) or next(iter(defined), None)
+        if name is not None:  # what it hands its checker: the call's argument, or its function
+            found[name] = (index + 1, cell.source, calls[0][1] if calls else
+                           name if name in defined else None)
+    return found
+
+
+@functools.lru_cache(maxsize=None)
+def _exercises(lab: str) -> tuple[tuple[str, str | None], ...]:
+    """The exercises of a chapter's lab (``ch04_lab``; none if it is not one), in the order of the
+    course's notebook that imports it, with their cells' ids there."""
+    try:
+        module = importlib.import_module(f"course_lib.chapters.{lab}")
+    except ImportError:
+        return ()
+    names = [n for n, v in vars(module).items() if isinstance(v, (Exercise, Prediction))]
+    for path in sorted(NOTEBOOKS.rglob("*.ipynb")) if NOTEBOOKS.is_dir() else []:
+        if f"import {lab} as lab" in path.read_text(encoding="utf-8", errors="replace") and not (
+                {".ipynb_checkpoints", "_build"} & set(path.parts)):
+            nb = read_notebook(path)
+            order = [(n, nb.cells[a[0] - 1].get("id")) for n, a in
+                     sorted(_answers(nb, names, {}).items(), key=lambda item: item[1][0])]
+            return tuple(order + [(n, None) for n in names if n not in dict(order)])
+    return tuple((n, None) for n in names)
+
+
+def _imports(nb: nbformat.NotebookNode) -> list[str]:
+    """The top-level imports of the notebook's code cells, which a re-check runs before the cell."""
+    found: list[str] = []
+    for cell in (c for c in nb.cells if c.cell_type == "code"):
+        with contextlib.suppress(SyntaxError):
+            code = _python(cell.source)
+            found += [ast.get_source_segment(code, node) or "" for node in ast.parse(code).body
+                      if isinstance(node, (ast.Import, ast.ImportFrom))]
+    return list(dict.fromkeys(found))
+
+
+def _recheck_all(nb: nbformat.NotebookNode, lab: str, folder: Path,
+                 timeout_s: float) -> list[GradeRow]:
+    """One row per exercise of the lab: each answer re-checked in its own fresh process, at once."""
+    order, running = _exercises(lab), {}
+    answers = _answers(nb, [n for n, _ in order], {i: n for n, i in order if i})
+    for name, (cell, source, argument) in answers.items():
+        job = {"lab": lab, "exercise": name, "source": source, "argument": argument, "timeout":
+               timeout_s, "imports": _imports(nb), "result": str(folder / f"{name}.json"),
+               "file": str(folder / f"{name}_cell{cell}.py")}
+        (folder / f"{name}.job").write_text(json.dumps(job), encoding="utf-8")
+        with open(folder / f"{name}.err", "wb") as err:
+            running[name] = subprocess.Popen(
+                [sys.executable, "-m", __name__, "--recheck", str(folder / f"{name}.job")],
+                cwd=folder, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=err, start_new_session=True)
+    rows = []
+    for name, _ in order:
+        if name not in running:
+            rows.append(GradeRow(name, "missing", "its exercise cell (tagged 'exercise') is gone: "
+                                 "copy it back from the learner copy, answer it, grade again"))
+            continue
+        try:
+            running[name].wait(timeout_s + 180)  # its start: Python, torch, the imports
+        except subprocess.TimeoutExpired:  # stopped with the ranks it started, if any
+            with contextlib.suppress(OSError, AttributeError):
+                os.killpg(running[name].pid, signal.SIGKILL)
+            running[name].wait()
+        try:
+            found = json.loads((folder / f"{name}.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):  # killed, or it died: its last words, if any
+            lines = (folder / f"{name}.err").read_text(errors="replace").strip().splitlines()
+            found = {"result": "not yet", "message": f"its re-check stopped ({lines[-1][:160]}): "
+                     "run its cell to see why" if lines else TIMED_OUT.format(seconds=timeout_s)}
+        rows.append(GradeRow(name, found["result"], found["message"]))
+    return rows
+
+
+def _named(nodes: Sequence[ast.AST], namespace: dict[str, Any]) -> list[tuple[str, Any]]:
+    """Every name, attribute chain (``lab._absmax_int8``) and ``from course_lib... import`` in
+    ``nodes``, with the object it is in ``namespace``."""
+    found = []
+    for node in (n for top in nodes for n in ast.walk(top)):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("course_lib"):
+            module = sys.modules.get(node.module or "")  # in a function: what it would import
+            found += [(f"{node.module}.{a.name}", getattr(module, a.name, _UNKNOWN))
+                      for a in node.names]
+        parts = []
+        while isinstance(node, ast.Attribute):
+            parts.insert(0, node.attr)
+            node = node.value
+        if isinstance(node, ast.Name):
+            thing = namespace.get(node.id, getattr(builtins, node.id, _UNKNOWN))
+            for part in parts:
+                try:
+                    thing = _UNKNOWN if thing is _UNKNOWN else getattr(thing, part)
+                except Exception:  # noqa: BLE001 - an attribute that fails to read names nothing
+                    thing = _UNKNOWN
+            found.append((".".join([node.id, *parts]), thing))
+    return [(text, thing) for text, thing in found if thing is not _UNKNOWN]
+
+
+def _taught(item: Exercise | Prediction) -> dict[int, tuple[Any, bool]]:
+    """What an answer may not call, by id: the lab's reference (or measurement) and lab helpers it
+    calls (True); for a code exercise also the library's functions and classes they call, which the
+    chapter teaches (False), but not those holding settings (dataclasses, ``*config*``).
+
+    An answer's cell is read for the names it uses, resolved in the namespace the cell ran in
+    (:func:`_named`): ``lab._absmax_int8``, ``lab.absmax_int8.reference`` and an alias made by an
+    import or an assignment all resolve to the same object. Chosen over running the function with
+    the reference replaced by a sentinel that raises: the checker needs the reference for the
+    expected values, a learner's ``try``/``except`` would swallow the sentinel, and chapters 8 and
+    9 run the function on ranks no sentinel reaches. A name built at run time (``getattr``) escapes
+    it: grading is no sandbox. A prediction may use the library (chapter 10's worked answer
+    measures a bandwidth), not the lab's measurement.
+    """
+    root = item.reference if isinstance(item, Exercise) else item.measure
+    found: dict[int, tuple[Any, bool]] = {}
+    todo = [root]
+    while todo and len(found) < 64:
+        fn = todo.pop()
+        own = (getattr(fn, "__module__", None) or "").endswith("_lab")
+        if id(fn) in found:
+            continue
+        found[id(fn)] = (fn, own or fn is root)
+        try:
+            body = ast.parse(textwrap.dedent(inspect.getsource(fn))).body if own else []
+        except (OSError, TypeError, SyntaxError):
+            body = []
+        for _, thing in _named(body, getattr(fn, "__globals__", {})):
+            thing = getattr(thing, "reference", None) or getattr(thing, "measure", None) or thing \
+                if isinstance(thing, (Exercise, Prediction)) else thing
+            kind = inspect.isfunction(thing) or (inspect.isclass(thing)
+                                                 and not dataclasses.is_dataclass(thing))
+            module = getattr(thing, "__module__", None) or ""
+            if (kind and module.startswith("course_lib.") and "config" not in thing.__name__.lower()
+                    and (isinstance(item, Exercise) or module.endswith("_lab"))):
+                todo.append(thing)
+    return found
+
+
+def _uses(nodes: Sequence[ast.AST], namespace: dict[str, Any],
+          item: Exercise | Prediction) -> str | None:
+    """Why an answer is not the learner's own: it calls the lab's reference or what the chapter
+    teaches (:func:`_taught`)."""
+    taught = _taught(item)
+    for text, thing in _named(nodes, namespace):
+        thing = getattr(thing, "__func__", thing)  # a bound method: its function
+        if taught.get(id(thing), (_UNKNOWN,))[0] is not thing:
+            continue
+        if isinstance(item, Prediction):
+            return (f"takes its number from the lab's measurement `{text}` instead of predicting "
+                    "it: work it out from the text, then grade again")
+        what = ("the lab's reference `{}`" if taught[id(thing)][1] else
+                "`{}`, the library function the chapter teaches,").format(text)
+        return (f"calls {what} instead of computing it: write the computation yourself, "
+                "then grade again")
     return None
 
 
-def read_results(nb: nbformat.NotebookNode) -> list[GradeRow]:
-    """The rows of an executed notebook: each checker's last result, and each exercise cell no checker followed.
+def _kept(node: ast.stmt) -> bool:
+    """Whether a re-check runs a top-level statement of an exercise's cell: not one setting an
+    attribute or item (``lab.x.cases = []``), nor an expression using the lab or ``setattr``."""
+    if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Delete)):
+        targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else [node.target]
+        plain = (ast.Name, ast.Tuple, ast.List, ast.Starred, ast.expr_context)
+        return all(isinstance(n, plain) for t in targets for n in ast.walk(t))
+    return not (isinstance(node, ast.Expr) and any(
+        isinstance(n, ast.Name) and n.id in ("lab", "setattr", "delattr") for n in ast.walk(node)))
 
-    Used by the library's other modules.
-    """
-    rows: dict[str, GradeRow] = {}
-    pending: tuple[int, str | None] | None = None  # the exercise cell not yet followed by a result
 
-    def close_pending() -> None:
-        if pending is not None:
-            number, error = pending
-            defined = re.search(r"^def (\w+)", nb.cells[number - 1].source, re.M)
-            name = f"{defined.group(1) if defined else 'exercise'} (cell {number})"
-            rows[name] = GradeRow(name, "not yet", error or "its checker did not run")
+def _recheck(job_file: str) -> int:
+    """A re-check, in a fresh process: one exercise's cell against the lab's own cases, copied
+    before any of the learner's code runs (the notebook's imports, then the cell as :func:`_kept`
+    keeps it), stopped by the time limit per cell; the verdict goes to the result file as JSON."""
+    job = json.loads(Path(job_file).read_text(encoding="utf-8"))
 
-    for number, cell in enumerate(nb.cells, start=1):
-        if "exercise" in _tags(cell):
-            close_pending()
-            pending = (number, _error_line(cell))
-        for output in cell.get("outputs", []):
-            result = output.get("data", {}).get(MIME)
-            if result is None:
-                continue
-            name = result["exercise"]
-            feedback = _first_line(result["message"])
-            if result.get("misconception"):  # the line that names it is not the first
-                feedback += f" [misconception: {result['misconception']}]"
-            rows[name] = GradeRow(name, "pass" if result["passed"] else "not yet", feedback)
-            pending = None
-        if pending is not None and pending[0] != number and pending[1] is None:
-            pending = (pending[0], _error_line(cell))  # the checker's own cell raised
-    close_pending()
-    return list(rows.values())
+    def report(result: str, message: str) -> int:
+        Path(job["result"]).write_text(json.dumps({"result": result, "message": message}))
+        return 0
+
+    lab = importlib.import_module(f"course_lib.chapters.{job['lab']}")
+    item = copy.copy(getattr(lab, job["exercise"]))
+    if isinstance(item, Exercise):
+        item.cases = list(item.cases() if callable(item.cases) else item.cases)
+    namespace: dict[str, Any] = {"__name__": "__learner__"}
+    for statement in job["imports"]:
+        with contextlib.suppress(Exception):
+            exec(statement, namespace)  # the notebook's own imports
+    namespace["lab"] = lab
+    source = _python(job["source"])
+    Path(job["file"]).write_text(source, encoding="utf-8")  # the lines the feedback quotes
+    try:
+        kept = [node for node in ast.parse(source, job["file"]).body if _kept(node)]
+    except SyntaxError as err:
+        return report("not yet", f"its cell has a syntax error at line {err.lineno} ({err.msg}): "
+                      "fix it, then grade again")
+    stop = threading.Timer(job["timeout"], lambda: (report(
+        "not yet", TIMED_OUT.format(seconds=job["timeout"])), os._exit(0)))
+    stop.daemon = True
+    stop.start()
+    try:
+        exec(compile(ast.Module(kept, []), job["file"], "exec"), namespace)
+        used, argument = _uses(kept, namespace, item), job["argument"]  # the learner's expression
+        feedback = None if used or not argument else item.check(eval(argument, namespace))
+    except Exception as err:  # noqa: BLE001 - the cell itself raised
+        feedback, used = None, f"its cell raised {type(err).__name__}: {err}: fix it, grade again"
+    stop.cancel()
+    if feedback is None:
+        return report("not yet", used or f"its cell hands no answer to its checker (lab."
+                      f"{job['exercise']}(...)): put the call back, then grade again")
+    text = feedback.message.strip().splitlines()[0]
+    if "NameError" in text:  # a name of another cell
+        text += " (a re-check runs the exercise's cell alone: define what it uses there)"
+    if feedback.misconception:
+        text += f" [misconception: {feedback.misconception}]"
+    return report("pass" if feedback.passed else "not yet", text)
 
 
 def grade_notebook(path: str | Path, timeout_s: float = 120.0) -> list[GradeRow]:
-    """Run a learner's notebook headless, without its solution cells, and return one row per exercise.
+    """Run a learner's notebook headless, without its solution cells, then re-check each exercise.
 
-    The notebook runs in a fresh ``python3`` kernel whose working directory is a new temporary
-    folder holding only a copy of the notebook, removed afterwards: a learner's cell that
-    writes or deletes files by relative path touches that folder, never the files beside the
-    notebook. (It is no sandbox: code that names an absolute path still reaches it.) The
-    learner's file itself is never written. ``timeout_s`` bounds each cell; a cell stopped
-    there says "stopped after N s" in the table.
+    The notebook runs in a fresh ``python3`` kernel (its warnings not shown) whose working
+    directory is a new temporary folder holding only a copy of the notebook, removed afterwards:
+    a cell that writes or deletes files by relative path touches that folder, never the files
+    beside the notebook, which is never written. (It is no sandbox: an absolute path still
+    reaches the files.) What the notebook displays is not trusted: each exercise of the chapter's
+    lab is re-checked in a fresh process on the lab's own cases (:func:`_recheck`); its row, named
+    as the lab names it, says "missing" when its cell is gone, names an answer that calls the
+    lab's reference or the library function the chapter teaches, and says "timed out after N s"
+    past ``timeout_s`` (per cell, and per re-check). Exercises without a chapter's lab imported
+    raise ValueError; a notebook without any gives no rows.
 
     Used by the library's other modules.
     """
@@ -168,23 +399,25 @@ def grade_notebook(path: str | Path, timeout_s: float = 120.0) -> list[GradeRow]
     timeout_s = positive(timeout_s, "the timeout (seconds per cell, e.g. 120)")
     path = Path(path)
     nb = without_solutions(read_notebook(path))
+    lab = next((m[1] or m[2] for c in nb.cells if c.cell_type == "code"
+                for m in _LAB_IMPORT.finditer(c.source)), "")
+    if not _exercises(lab):
+        if any("exercise" in _tags(cell) for cell in nb.cells):
+            raise ValueError(f"{path} imports no chapter's lab (from course_lib.chapters import "
+                             "chNN_lab as lab), whose cases each exercise is checked on: is it a "
+                             "notebook of this course?")
+        return []
     with tempfile.TemporaryDirectory(prefix="course-grade-") as folder:
         shutil.copy2(path, Path(folder) / path.name)
         client = NotebookClient(nb, timeout=timeout_s, kernel_name="python3", allow_errors=True,
                                 interrupt_on_timeout=True, resources={"metadata": {"path": folder}})
         try:
-            client.execute()
-        except DeadKernelError as err:  # grade what ran; the rest shows as "did not run"
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                client.execute(stderr=subprocess.DEVNULL)  # the kernel's "[IPKernelApp] WARNING"
+        except DeadKernelError as err:  # re-check what is there all the same
             print(f"{path.name}: the kernel died: {err}", file=sys.stderr)
-    return [_timed_out(row, timeout_s) for row in read_results(nb)]
-
-
-def _timed_out(row: GradeRow, timeout_s: float) -> GradeRow:
-    """A row whose cell the time limit interrupted says so, not "KeyboardInterrupt"."""
-    if "raised KeyboardInterrupt" in row.feedback:
-        return GradeRow(row.exercise, row.result, f"stopped after {timeout_s:g} s (the time "
-                        "limit per cell, --timeout): does it loop forever?")
-    return row
+        return _recheck_all(nb, lab, Path(folder), timeout_s)
 
 
 def grade_table(rows: Sequence[GradeRow]) -> str:
@@ -295,6 +528,8 @@ def build_parser() -> argparse.ArgumentParser:
                            allow_abbrev=False)
     grade.add_argument("notebooks", nargs="+", metavar="NOTEBOOK", help="the learners' .ipynb files")
     grade.add_argument("--timeout", type=float, default=120.0, help="seconds per cell (default 120)")
+    grade.add_argument("--json", action="store_true", help="print a JSON list instead of tables: "
+                       "notebook, exercise, status, message per exercise (for an LMS)")
     copies = sub.add_parser("learner-copies", help="write the notebooks without their solutions",
                             allow_abbrev=False)
     copies.add_argument("dest", metavar="DEST", help="the folder to write the learner copies into")
@@ -338,17 +573,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         except ValueError as err:  # not JSON, not a notebook, or not the notebook format
             print(f"{PROG} grade: error: {err}; nothing was graded", file=sys.stderr)
             return 2
-    status = 0
+    status, records = 0, []
     for name in args.notebooks:
         try:
-            rows = grade_notebook(name, args.timeout)
+            rows, error = grade_notebook(name, args.timeout), None
         except ImportError as err:
             print(f"{PROG} grade: error: {err}", file=sys.stderr)
             return 2
+        except ValueError as err:  # exercises, but no chapter's lab to check them on
+            rows, error = [], str(err)
         if not rows:
-            print(f"{PROG} grade: error: {name} has no exercises (no cell tagged 'exercise'): "
-                  "is it a notebook of this course?", file=sys.stderr)
-            status = 2
-            continue
-        print(f"{name}\n{grade_table(rows)}\n")
+            status, error = 2, error or (f"{name} has no exercises (no cell tagged 'exercise'): "
+                                         "is it a notebook of this course?")
+            print(f"{PROG} grade: error: {error}", file=sys.stderr)
+        records += [{"notebook": name, "exercise": r.exercise, "status": r.result, "message":
+                     r.feedback} for r in rows] or [{"notebook": name, "exercise": None,
+                                                     "status": "error", "message": error}]
+        if rows and not args.json:
+            print(f"{name}\n{grade_table(rows)}\n")
+    if args.json:
+        print(json.dumps(records, indent=2, ensure_ascii=False))
     return status
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--recheck"]:  # a re-check's fresh process
+    sys.exit(_recheck(sys.argv[2]))
