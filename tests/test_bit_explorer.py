@@ -302,3 +302,16 @@ def test_dutch_messages_for_bad_values():
 def test_a_bad_language_is_a_clear_value_error(call):
     with pytest.raises(ValueError, match=r"^unknown language .+; valid values: en, nl$"):
         call()
+
+
+@pytest.mark.parametrize("fmt", ["int8", "int4"])
+@pytest.mark.parametrize("value", ["-0", "-0.0", -0.0, "-0.4"])
+def test_an_integer_format_stores_minus_zero_as_zero(value, fmt):
+    """Issue 42 (item 9): an integer has one zero, so -0 in INT8 is 0 (torch: tensor(-0.).to(torch.int8)
+    is 0), in the explorer, its summary and the comparison table, never "-0"."""
+    view = bx.bit_explorer(value, fmt)
+    assert view.bits == 0 and view.stored == 0 and str(view.stored) == "0"
+    assert "stored as 0 (" in view.summary()
+    row = bx.compare_formats(value, [fmt]).rows[0]
+    assert row.bits == 0 and str(row.value) in ("0", "0.0") and math.copysign(1.0, row.value) == 1.0
+    assert "-0" not in str(bx.compare_formats(value, [fmt])).splitlines()[-1]

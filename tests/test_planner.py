@@ -801,3 +801,12 @@ def test_less_gpu_memory_than_the_context_takes_is_refused_with_the_least(langua
     with pytest.raises(ValueError, match=r"848 MB.*805 MB.*5 %"):
         plan(Plan(gpu_memory_gb=0.5), language=language)
     assert plan(Plan(gpu_memory_gb=0.9)).memory.usable > 0  # just above: a little is left
+
+
+def test_tensor_parallelism_splits_the_gathered_layers_of_full_sharding():
+    base = dict(model="llama2-70b", nodes=8, zero=3, global_batch=64, micro_batches=1)
+    one, eight = plan(**base).memory, plan(**base, tp=8).memory
+    layer = (12 * 8192**2 + 13 * 8192) * 2  # chapter 2's gathered layer, BF16
+    fsdp = model.fsdp_buffers(plan(**base).setup)
+    assert one.buffers == pytest.approx(2 * layer + 50e6 + fsdp, rel=1e-12)
+    assert eight.buffers == pytest.approx(2 * layer / 8 + 50e6 + fsdp / 8, rel=1e-12)

@@ -127,6 +127,12 @@ def in_flight(s: Setup) -> int:
 REDUCE_BYTES = 4
 
 
+def _largest_layer(s: Setup) -> float:
+    """Bytes of one gathered layer as chapter 2's estimator counts it (12 h^2 + 13 h)."""
+    weight = memory.PRECISIONS[s.precision].weight_bytes
+    return (12 * s.hidden**2 + 13 * s.hidden) * weight
+
+
 def fsdp_buffers(s: Setup) -> float:
     """What full sharding holds beyond chapter 2's two gathered layers, measured on fake
     ranks (chapter 9): the root unit (embedding and head, one of them on a pipeline's
@@ -173,7 +179,9 @@ def memory_per_gpu(s: Setup) -> Memory:
         activations = held * s.edge_layers * per_layer
     if s.pp == 1:
         activations += s.micro_batch * s.seq_len * s.vocab * 4 / s.tp
-    buffers = states.temporaries + fsdp_buffers(s)
+    # Chapter 2's two gathered layers (ZeRO 3) are split by tensor parallelism too.
+    gathered = 2 * _largest_layer(s) if s.zero == 3 and s.shard > 1 else 0.0
+    buffers = states.temporaries - gathered * (1 - 1 / s.tp) + fsdp_buffers(s)
     total = parameters + gradients + optimizer + activations + buffers
     usable = memory.GPU(s.gpu_name, s.capacity).usable
     return Memory(parameters, gradients, optimizer, activations, buffers,

@@ -405,14 +405,14 @@
     if (zero >= 1) { master /= gpus; states /= gpus; }
     if (zero >= 2) grads /= gpus;
     if (zero >= 3) weights /= gpus;
-    var temporaries = 0;
+    var gathered = 0, temporaries = 0;
     if (zero === 3 && gpus > 1) {
       var largestLayer = (12 * hidden * hidden + 13 * hidden) * prec.weight_bytes;
-      temporaries += 2 * largestLayer;
+      gathered = 2 * largestLayer;
     }
     if (gpus > 1) temporaries += T.constants.bucket_temporaries;
     return { weights: weights, gradients: grads, master_weights: master,
-      optimizer_states: states, temporaries: temporaries };
+      optimizer_states: states, temporaries: temporaries + gathered, gathered: gathered };
   }
 
   function activationBytesPerLayer(s, b, h, a, e, maskBytes, dropout, attentionScores) {
@@ -475,7 +475,9 @@
       activations = held * s.edge_layers * perLayer;
     }
     if (s.pp === 1) activations += s.micro_batch * s.seq_len * s.vocab * 4 / s.tp;
-    var buffers = states.temporaries + fsdpBuffers(s, T);
+    // The gathered layers are split by tensor parallelism, as their shards are.
+    var buffers = states.temporaries - states.gathered * (1 - 1 / s.tp) +
+      fsdpBuffers(s, T);
     var total = parameters + gradients + optimizer + activations + buffers;
     var usable = s.capacity * (1 - T.constants.margin) - T.constants.cuda_context;
     return { parameters: parameters, gradients: gradients, optimizer: optimizer,

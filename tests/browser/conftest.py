@@ -28,7 +28,9 @@ CHROMIUM_FLAGS = [
     "--disable-component-update",
 ]
 ROOT = Path(__file__).resolve().parents[2]
-BOOK_HTML = ROOT / "book" / "_build" / "html"
+# The built book under test: $COURSE_BOOK_HTML (for example a book built without executing the
+# notebooks into another folder), by default book/_build/html.
+BOOK_HTML = Path(os.environ.get("COURSE_BOOK_HTML") or ROOT / "book" / "_build" / "html")
 
 
 def free_port() -> int:
@@ -128,7 +130,7 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 def book_server():
     """The built book served over HTTP on a free loopback port."""
     if not (BOOK_HTML / "index.html").exists():
-        pytest.fail("the book is not built: run `bash scripts/build.sh` first")
+        pytest.fail(f"the book is not built in {BOOK_HTML}: run `bash scripts/build.sh` first")
     server = http.server.ThreadingHTTPServer(
         ("127.0.0.1", free_port()), functools.partial(_QuietHandler, directory=str(BOOK_HTML))
     )

@@ -379,3 +379,26 @@ def test_english_and_dutch_explorers_side_by_side(offline_page):
     assert page.evaluate("() => { try { courseBitCodec.parseValue('pie', 'fp16'); } catch (e) { return e.message; } }") == (
         "cannot read 'pie' as a number; " + bx.HINT
     )
+
+
+@pytest.mark.parametrize("name", ["int8", "int4", "uint8"])
+def test_an_integer_format_stores_minus_zero_as_zero(codec_page, name):
+    """Issue 42 (item 9): an integer has one zero; "-0" in INT8 is 0, as torch and Python say,
+    not "-0" (JavaScript's Math.floor(-0) is -0, which the codec used to keep)."""
+    got = codec_page.evaluate(
+        """(name) => { const c = window.courseBitCodec;
+             const p = c.encode(-0, name);
+             return {positive: Object.is(p, 0), value: c.decode(p, name),
+                     typed: c.encode(c.parseValue('-0', name).value, name)}; }""", name)
+    assert got["positive"] and got["typed"] == 0 == F.encode(-0.0, name)
+    assert got["value"] == 0 and math.copysign(1.0, float(got["value"])) == 1.0
+    # In the explorer: type -0 into an integer format and read what it stores.
+    page = codec_page
+    if name in ("int8", "int4"):
+        page.locator("[data-role=format]").select_option(name)
+        box = page.locator("[data-role=value]")
+        box.fill("-0")
+        box.press("Enter")
+        assert _stored(page) == "0"
+        assert page.locator("[data-role=hex]").inner_text().startswith("0x0")
+        assert str(bx.bit_explorer("-0", name).stored) == "0"

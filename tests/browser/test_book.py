@@ -384,3 +384,171 @@ def test_the_setup_cell_is_one_line_until_opened(offline_page, book_server, note
     code.wait_for(state="visible", timeout=5_000)
     assert "setup_notebook(seed=0)" in code.inner_text()
     assert output.inner_text().strip()  # the environment report, one click away
+
+
+# ----------------------------------------------------------------------------------------
+# Phones and tablets: the chapter list (☰) and the page's contents open below 960 px
+# ----------------------------------------------------------------------------------------
+
+def _visible(locator):
+    """The first visible element of ``locator`` (a theme may keep hidden copies of a button)."""
+    for i in range(locator.count()):
+        if locator.nth(i).is_visible():
+            return locator.nth(i)
+    raise AssertionError(f"no visible element for {locator}")
+
+
+@pytest.mark.parametrize("width", [390, 768], ids=lambda w: f"{w}px")
+def test_the_menus_open_on_a_phone_and_a_tablet(browser, book_server, width):
+    """Issue 42: below 960 px the ☰ button opens the chapter list and the contents button the
+    page's outline (pydata-sphinx-theme 0.17 wired hidden copies of both buttons instead)."""
+    context = browser.new_context(viewport={"width": width, "height": 844})
+    page = context.new_page()
+    page.route("**/*", lambda r: r.continue_() if r.request.url.startswith(book_server) else r.abort())
+    errors = []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    try:
+        page.goto(f"{book_server}/notebooks/02_memory_wall.html")
+        # The chapter list is closed until the ☰ button is pressed; then it lists the chapters.
+        chapters = page.locator("a.reference.internal", has_text="Number formats")
+        assert not chapters.first.is_visible()
+        _visible(page.locator("button.primary-toggle")).click()
+        menu = page.locator("dialog[open]")
+        menu.wait_for(state="visible", timeout=5_000)
+        assert menu.count() == 1
+        link = menu.locator("a.reference.internal", has_text="Number formats").first
+        assert link.is_visible()
+        box = menu.bounding_box()
+        assert box["x"] >= -1 and box["x"] + box["width"] <= width + 1, box  # on the screen
+        page.keyboard.press("Escape")
+        menu.wait_for(state="detached", timeout=5_000)
+        # The contents button opens the page's own outline: its sections, in view.
+        _visible(page.locator("button.secondary-toggle")).click()
+        outline = page.locator("dialog[open]")
+        outline.wait_for(state="visible", timeout=5_000)
+        section = outline.locator("a", has_text="Bytes per number").first
+        assert section.is_visible()
+        box = outline.bounding_box()
+        assert box["x"] >= -1 and box["x"] + box["width"] <= width + 1, box
+        page.keyboard.press("Escape")
+        outline.wait_for(state="detached", timeout=5_000)
+        # A chapter in the list takes the reader there.
+        _visible(page.locator("button.primary-toggle")).click()
+        page.locator("dialog[open] a.reference.internal", has_text="Number formats").first.click()
+        page.wait_for_url("**/03_number_formats.html*", timeout=10_000)
+        assert not errors, errors
+    finally:
+        context.close()
+
+
+# ----------------------------------------------------------------------------------------
+# Dark mode: the book stays light (book/_config.yml says why), readable whatever the OS asks
+# ----------------------------------------------------------------------------------------
+
+# Every piece of text in the article's tables and in the course's widgets (the training
+# planner, the bit explorer): its colour, the colour it is drawn on (the nearest background
+# that is not transparent, blended over the ones below), and their contrast ratio (WCAG 2).
+CONTRAST_JS = r"""
+() => {
+  const parse = c => {
+    const m = c.match(/rgba?\(([^)]+)\)/);
+    if (!m) return [0, 0, 0, 0];
+    const p = m[1].split(/[ ,/]+/).filter(Boolean).map(Number);
+    return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1];
+  };
+  const over = (top, below) => {  // top drawn over an opaque colour
+    const a = top[3];
+    return [0, 1, 2].map(i => top[i] * a + below[i] * (1 - a)).concat([1]);
+  };
+  const background = e => {
+    const layers = [];
+    for (let a = e; a; a = a.parentElement) {
+      const c = parse(getComputedStyle(a).backgroundColor);
+      if (c[3] > 0) { layers.push(c); if (c[3] >= 1) break; }
+    }
+    let colour = [255, 255, 255, 1];  // the canvas
+    for (const c of layers.reverse()) colour = over(c, colour);
+    return colour;
+  };
+  const luminance = c => {
+    const [r, g, b] = c.slice(0, 3).map(v => {
+      v /= 255;
+      return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
+    });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  };
+  const ratio = (a, b) => {
+    const [hi, lo] = [luminance(a), luminance(b)].sort((x, y) => y - x);
+    return (hi + 0.05) / (lo + 0.05);
+  };
+  const roots = document.querySelectorAll(
+    'article table, .course-plan, .course-bitx');
+  const seen = new Set(), worst = [];
+  let checked = 0;
+  for (const root of roots) {
+    for (const e of [root, ...root.querySelectorAll('*')]) {
+      if (seen.has(e)) continue;
+      seen.add(e);
+      const text = [...e.childNodes].filter(n => n.nodeType === 3)
+        .map(n => n.textContent).join('').trim();
+      if (!text || !e.getClientRects().length) continue;
+      const style = getComputedStyle(e);
+      if (style.visibility === 'hidden' || +style.opacity === 0) continue;
+      const bg = background(e);
+      const fg = over(parse(style.color), bg);
+      const r = ratio(fg, bg);
+      checked += 1;
+      if (r < 4.5) {
+        const where = e.closest('.course-plan') ? 'planner' :
+          e.closest('.course-bitx') ? 'bit explorer' : 'table';
+        worst.push(`${where} <${e.tagName.toLowerCase()}> "${text.slice(0, 30)}": ` +
+          `${style.color} on rgb(${bg.slice(0, 3).map(Math.round)}) = ${r.toFixed(2)}:1`);
+      }
+    }
+  }
+  return {checked, worst: worst.slice(0, 12), theme: document.documentElement.dataset.theme};
+}
+"""
+
+#: Pages with the book's tables (Markdown and printed ones) and both widgets.
+DARK_PAGES = ["intro", "notebooks/02_memory_wall", "notebooks/04_quantizing_pi",
+              "notebooks/10_hardware", "notebooks/nl/kwantisatie"]
+
+
+@pytest.mark.parametrize("path", DARK_PAGES, ids=lambda p: p.split("/")[-1])
+def test_a_dark_os_gets_the_light_book_readable(browser, book_server, path):
+    """Issue 42 (item 3): with the reader's OS in dark mode the book stays light, every text
+    of its tables and widgets keeps a contrast of at least 4.5:1 (WCAG AA), and the page
+    draws as it does for a light OS (screenshots of the tables and widgets compared)."""
+    shots = {}
+    for scheme in ("light", "dark"):
+        context = browser.new_context(viewport={"width": 1280, "height": 900}, color_scheme=scheme)
+        page = context.new_page()
+        page.route("**/*", lambda r: r.continue_() if r.request.url.startswith(book_server) else r.abort())
+        try:
+            page.goto(f"{book_server}/{path}.html")
+            page.wait_for_function("() => [...document.querySelectorAll('.course-plan')]"
+                                   ".every(p => p.querySelector('.course-plan-ui[data-fits]'))",
+                                   timeout=30_000)
+            assert page.evaluate("matchMedia('(prefers-color-scheme: dark)').matches") == (scheme == "dark")
+            result = page.evaluate(CONTRAST_JS)
+            assert result["theme"] == "light", f"{path} follows a {scheme} OS into {result['theme']} mode"
+            assert result["checked"] > 20, result
+            assert not result["worst"], (f"{path}, {scheme} OS: text below 4.5:1 contrast:"
+                                         + "".join(f"\n  - {w}" for w in result["worst"]))
+            # Nothing offers the unreadable dark mode: the theme's switch is not shown.
+            switches = page.locator(".theme-switch-button")
+            assert all(not switches.nth(i).is_visible() for i in range(switches.count()))
+            widgets = page.locator("article table, .course-plan, .course-bitx")
+            shots[scheme] = []
+            for i in range(min(widgets.count(), 6)):
+                widget = widgets.nth(i)
+                if widget.is_visible():
+                    widget.scroll_into_view_if_needed()
+                    shots[scheme].append(widget.screenshot(animations="disabled", caret="hide"))
+        finally:
+            context.close()
+    assert shots["light"], f"{path} has no table or widget to compare"
+    differ = [i for i, (a, b) in enumerate(zip(shots["light"], shots["dark"])) if a != b]
+    assert len(shots["light"]) == len(shots["dark"]) and not differ, (
+        f"{path}: tables and widgets {differ} draw differently for a dark OS")

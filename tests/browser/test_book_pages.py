@@ -7,8 +7,10 @@ page is loaded once per width in one chromium, with every request outside this m
 blocked, and measured in one pass; the tests below read those measurements:
 
 - the page does not scroll sideways, and nothing sticks out past its right edge;
-- no table is cut off: it fits its column or scrolls in a box of its own, and an output
-  table that scrolls keeps its first column in view;
+- no table is cut off: it fits its column or scrolls in a box of its own, an output
+  table that scrolls keeps its first column in view, and a caption stays whole (within
+  the box, before and after the table is scrolled);
+- the tables of the text and those the cells print share one style;
 - at 1280 px a code cell shows 88 characters, the length the notebooks' code is held to,
   without scrolling;
 - the console shows no errors;
@@ -221,6 +223,65 @@ MEASURE_JS = r"""
     }
   }
 
+  // 2b. A caption is whole: within the box its table scrolls in, before and after the
+  // box is scrolled to its end (it wraps and stays at the box's left, never cut).
+  for (const t of article.querySelectorAll('table')) {
+    const caption = t.querySelector(':scope > caption');
+    if (!shown(t) || !caption || !caption.innerText.trim()) continue;
+    const [box] = boxOf(t);
+    if (!box || box.scrollWidth <= box.clientWidth + 1) continue;
+    const inside = () => {
+      const c = caption.getBoundingClientRect(), b = box.getBoundingClientRect();
+      return c.left >= b.left - 1 && c.right <= b.left + box.clientWidth + 1;
+    };
+    const before = inside();
+    const left = box.scrollLeft;
+    box.scrollLeft = box.scrollWidth;
+    const after = inside();
+    box.scrollLeft = left;
+    if (!before || !after) {
+      tables.push(`${describe(t)}: its caption is cut (${Math.round(
+        caption.getBoundingClientRect().width)} px wide in a ${box.clientWidth} px box` +
+        (before ? ', once the table is scrolled' : '') + ')');
+    }
+  }
+
+  // 2c. One style for the tables of the text (Markdown) and those the cells print: the
+  // same rules, shading, text colour and alignment (and font and padding, but for a
+  // format comparison, which sets its bits in a small monospace font).
+  const shade = e => {  // the colour a cell is drawn on: its own, or what shows through
+    for (let a = e; a; a = a.parentElement) {
+      const colour = getComputedStyle(a).backgroundColor;
+      if (!/^rgba\(.*, 0\)$|^transparent$/.test(colour)) return colour;
+    }
+    return 'the canvas';
+  };
+  const styles = [];
+  for (const t of article.querySelectorAll('table.table, table.course-table, table.dataframe')) {
+    const head = t.querySelector('thead th, thead td');
+    const cell = t.querySelector('tbody td');
+    if (!shown(t) || !head || !cell) continue;
+    const h = getComputedStyle(head), c = getComputedStyle(cell), s = getComputedStyle(t);
+    const container = t.parentElement.getBoundingClientRect().left +
+      parseFloat(getComputedStyle(t.parentElement).paddingLeft);
+    const style = {
+      'heading rule': `${h.borderBottomWidth} ${h.borderBottomStyle} ${h.borderBottomColor}`,
+      'heading shade': shade(head),
+      'first row shade': shade(cell),
+      'row rule': `${c.borderBottomWidth} ${c.borderBottomStyle} ${c.borderBottomColor}`,
+      'text colour': c.color,
+      'alignment': Math.abs(t.getBoundingClientRect().left - container) <= 1 ? 'left' :
+        'not at the left of its column',
+      'caption': (t.querySelector(':scope > caption') ?
+        getComputedStyle(t.querySelector(':scope > caption')).textAlign : 'left'),
+    };
+    if (!t.classList.contains('course-compare')) {
+      style['font size'] = c.fontSize;
+      style['cell padding'] = c.padding;
+    }
+    styles.push({name: describe(t), style});
+  }
+
   // 3. Code cells: how many characters a code cell shows, and those that scroll.
   const pres = [...article.querySelectorAll('.cell_input pre')].filter(shown);
   let capacity = null;
@@ -281,7 +342,7 @@ MEASURE_JS = r"""
 
   const root = document.documentElement;
   return {scroll: [root.scrollWidth, vw], sticking, tables, capacity, scrollingCode,
-          figures, ipywidgets};
+          figures, ipywidgets, styles};
 }
 """
 
@@ -368,6 +429,28 @@ def test_page_does_not_scroll_sideways(reader, page, width):
 def test_tables_fit_or_scroll_in_their_own_box(reader, page, width):
     problems = reader.measure(page, width)["tables"]
     assert not problems, f"{page} at {width} px:{listing(problems)}"
+
+
+@pytest.mark.parametrize("width", WIDTHS, ids=lambda w: f"{w}px")
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_tables_share_one_style(reader, page, width):
+    """Issue 42: a Markdown table of the text and a table a cell prints look the same."""
+    tables = reader.measure(page, width)["styles"]
+    if not tables:
+        return
+    first = next((t for t in tables if "font size" in t["style"]), tables[0])
+    problems = []
+    for table in tables:
+        differ = {key: value for key, value in table["style"].items()
+                  if key in first["style"] and first["style"][key] != value}
+        if differ:
+            problems.append(f"{table['name']}: " + "; ".join(
+                f"{key} {value} (not {first['style'][key]} as {first['name']})"
+                for key, value in differ.items()))
+    aligned = [t["name"] for t in tables if t["style"]["alignment"] != "left"]
+    problems += [f"{name} is not at the left of its column" for name in aligned
+                 if not any(name in p for p in problems)]
+    assert not problems, f"{page} at {width} px, tables in two styles:{listing(problems)}"
 
 
 @pytest.mark.parametrize("page", PAGES, ids=page_id)

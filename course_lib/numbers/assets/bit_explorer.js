@@ -171,6 +171,7 @@
     var q = roundHalfEven(x);
     if (!(q >= fmt.min)) q = fmt.min; // also -inf
     if (!(q <= fmt.max)) q = fmt.max;
+    if (q === 0) q = 0; // an integer has one zero: a typed -0 becomes pattern 0 (+0), as in torch and Python
     return q < 0 ? q + Math.pow(2, fmt.bits) : q;
   }
 
