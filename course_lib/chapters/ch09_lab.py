@@ -10,6 +10,7 @@ rank 0 of a 64-rank run of a real-size model, measured on fake ranks (:mod:`~cou
 from __future__ import annotations
 
 import functools
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -224,13 +225,21 @@ zero_held = Prediction(
 AT_SCALE = at_scale.Layout(64, "zero3", layers=4, seq_len=2048)
 
 
+#: What torch says about FSDP's hooks on a transformers model, which a reader need not see.
+_HOOK_WARNINGS = ("FSDP2-wrapped module", "For backward hooks to be called",
+                  "Full backward hook is firing")
+
+
 @functools.lru_cache(maxsize=1)
 def measure_at_scale() -> at_scale.RankMemory:
     """Rank 0 of :data:`AT_SCALE`, measured once per process on a fake process group.
 
     Chapter 9, *Sharding with ZeRO and FSDP*.
     """
-    return at_scale.measure_rank("llama2-7b", AT_SCALE, isolate=False)
+    with warnings.catch_warnings():
+        for text in _HOOK_WARNINGS:
+            warnings.filterwarnings("ignore", message=text, category=UserWarning)
+        return at_scale.measure_rank("llama2-7b", AT_SCALE, isolate=False)
 
 
 def _states_at_scale() -> dict[str, float]:
