@@ -127,10 +127,13 @@ def in_flight(s: Setup) -> int:
 REDUCE_BYTES = 4
 
 
-def _largest_layer(s: Setup) -> float:
-    """Bytes of one gathered layer as chapter 2's estimator counts it (12 h^2 + 13 h)."""
-    weight = memory.PRECISIONS[s.precision].weight_bytes
-    return (12 * s.hidden**2 + 13 * s.hidden) * weight
+def _saved_per_layer(s: Setup) -> float:
+    """Bytes one layer saves for backward per micro-batch on one GPU (chapter 2's estimate,
+    split by tensor parallelism)."""
+    e = memory.PRECISIONS[s.precision].activation_bytes
+    return memory.activation_bytes_per_layer(
+        s.seq_len, s.micro_batch, s.hidden, s.heads, e, 1, s.dropout,
+        not s.flash_attention) / s.tp
 
 
 def fsdp_buffers(s: Setup) -> float:
@@ -168,9 +171,7 @@ def memory_per_gpu(s: Setup) -> Memory:
     if s.offload:
         host, optimizer = optimizer, 0.0
     e = memory.PRECISIONS[s.precision].activation_bytes
-    per_layer = memory.activation_bytes_per_layer(
-        s.seq_len, s.micro_batch, s.hidden, s.heads, e, 1, s.dropout,
-        not s.flash_attention) / s.tp
+    per_layer = _saved_per_layer(s)
     held = in_flight(s)
     if s.checkpointing:
         kept = s.seq_len * s.micro_batch * s.hidden * e / s.tp
@@ -180,7 +181,9 @@ def memory_per_gpu(s: Setup) -> Memory:
     if s.pp == 1:
         activations += s.micro_batch * s.seq_len * s.vocab * 4 / s.tp
     # Chapter 2's two gathered layers (ZeRO 3) are split by tensor parallelism too.
-    gathered = 2 * _largest_layer(s) if s.zero == 3 and s.shard > 1 else 0.0
+    weight = memory.PRECISIONS[s.precision].weight_bytes  # chapter 2's 12 h^2 + 13 h
+    gathered = (2 * (12 * s.hidden**2 + 13 * s.hidden) * weight
+                if s.zero == 3 and s.shard > 1 else 0.0)
     buffers = states.temporaries - gathered * (1 - 1 / s.tp) + fsdp_buffers(s)
     total = parameters + gradients + optimizer + activations + buffers
     usable = memory.GPU(s.gpu_name, s.capacity).usable
@@ -352,10 +355,7 @@ def _compute(s: Setup) -> tuple[float, float]:
     work += 2 * s.params * tokens if s.checkpointing else 0.0
     busiest = max(s.edge_layers, s.middle_layers)
     matmul = work / (s.gpus * s.peak * s.mfu) * (busiest * s.pp / s.layers)
-    e = memory.PRECISIONS[s.precision].activation_bytes
-    saved = memory.activation_bytes_per_layer(
-        s.seq_len, s.micro_batch, s.hidden, s.heads, e, 1, s.dropout,
-        not s.flash_attention) / s.tp * busiest
+    saved = _saved_per_layer(s) * busiest
     if s.pp == 1:
         saved += s.micro_batch * s.seq_len * s.vocab * 4 / s.tp
     passes = HBM_PASSES + (1 if s.checkpointing else 0)
