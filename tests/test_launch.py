@@ -553,7 +553,7 @@ def test_a_child_a_rank_left_running_ends_with_the_rank(rank_functions):
 TORCHRUN_RANK = """import os, time
 from course_lib.parallel import launch
 launch.init_worker()
-print(f"ready {os.getpid()}", flush=True)
+os.write(1, f"ready {os.getpid()}\\n".encode())  # one write: two ranks share the pipe
 time.sleep(120)
 """
 
@@ -573,9 +573,8 @@ def test_torchrun_killed_with_sigkill_leaves_no_rank_running(tmp_path):
     try:
         deadline = time.monotonic() + 60
         while len(pids) < 2 and time.monotonic() < deadline:
-            line = torchrun.stdout.readline()
-            if line.startswith("ready "):
-                pids.append(int(line.split()[1]))
+            line = torchrun.stdout.readline()  # torchrun may prefix or interleave lines
+            pids += [int(pid) for pid in re.findall(r"ready (\d+)", line)]
         assert len(pids) == 2, "torchrun's ranks did not start"
         torchrun.kill()  # SIGKILL: the agent cannot stop its ranks itself
         torchrun.wait(timeout=10)
