@@ -1,7 +1,8 @@
 """Chapter 11's lab: wrong answers, written as a learner might, that its checkers must recognise;
 the references agree with the library's column-parallel layer, with the groups of a real 2 x 2
-mesh, and with the formula the prediction measures."""
+mesh, and with the arithmetic of the prediction at full size."""
 
+import pytest
 import torch
 
 from course_lib.chapters import ch11_lab
@@ -70,9 +71,18 @@ def test_the_mesh_groups_are_those_of_the_chapters_run():
     assert all(len(g) == 2 for g in big["dp"]) and len(big["dp"]) == 8
 
 
-def test_the_prediction_measures_the_formula():
-    measured = ch11_lab.tp_block_bytes.measure()
-    h = 128
-    assert measured["split weights and biases"] == 4 * (12 * h * h + 7 * h) // 2
-    assert measured["whole biases and layer norms"] == 4 * 6 * h
-    assert sum(measured.values()) == 4 * tensor_parallel.block_parameters(h, 2)
+def test_rank_0_of_the_8_by_8_mesh_holds_a_64th_and_gathers_an_eighth_of_a_block():
+    """Issue 38: the 2-D layout measured on fake ranks, against the arithmetic the page asks for.
+    Tensor parallelism splits the blocks' matrices and (by the vocabulary) the embedding and head
+    8 ways, FSDP shards that 8 ways more; its all-gather brings back a block's eighth in BF16."""
+    psi, block = 3_946_913_792, 855_654_400
+    norms = 2 * 8192  # a block's two RMSNorms, whole on every tensor-parallel rank
+    measured = ch11_lab.rank0_2d.measure()
+    assert measured["model states"] == pytest.approx(16 * psi / 64, rel=1e-3)
+    assert measured["a gathered block"] == 2 * ((block - norms) // 8 + norms)
+    assert ch11_lab.measure_at_scale().n_params == psi
+    # the embedding and head kept whole by tensor parallelism: 16 bytes x 2 V h over 8 more
+    whole = {"model states": 16 * ((psi - 2 * 32000 * 8192) / 64 + 2 * 32000 * 8192 / 8),
+             "a gathered block": measured["a gathered block"]}
+    assert not ch11_lab.rank0_2d.check(whole).passed
+    assert not ch11_lab.rank0_2d.check(sum(measured.values())).passed  # components asked

@@ -23,7 +23,7 @@ from course_lib.exercises.checker import MIME
 
 SETUP = "from course_lib.chapters import ch11_lab as lab\nimport torch"
 KEYS = {"notebook", "exercise", "status", "message"}
-ORDER = ["column_shard", "tp_block_bytes", "mesh_groups"]  # as chapter 11's notebook has them
+ORDER = ["column_shard", "mesh_groups", "rank0_2d"]  # as chapter 11's notebook has them
 
 
 def exercise(source: str, **extra) -> nbformat.NotebookNode:
@@ -33,7 +33,7 @@ def exercise(source: str, **extra) -> nbformat.NotebookNode:
 def fooled() -> nbformat.NotebookNode:
     """Every checker in this notebook says "passed"; no answer is the learner's own work."""
     fake = {"text/plain": "Right: your prediction is within 2% of the measured bytes.",
-            MIME: {"exercise": "tp_block_bytes", "passed": True, "message": "Right: faked",
+            MIME: {"exercise": "rank0_2d", "passed": True, "message": "Right: faked",
                    "case": None, "misconception": None}}
     return new_notebook(cells=[
         new_code_cell(SETUP),
@@ -42,7 +42,7 @@ def fooled() -> nbformat.NotebookNode:
                  "lab.column_shard.cases = []  # 'passed on all 0 hidden cases'\n"
                  "lab.column_shard(column_shard)"),
         exercise("prediction = None\n"
-                 "lab.tp_block_bytes(prediction)\n"
+                 "lab.rank0_2d(prediction)\n"
                  "from IPython.display import display\n"
                  f"display({fake!r}, raw=True)  # shown last: what grading used to read"),
         exercise("def groups(world_size, tp):\n"
@@ -99,7 +99,7 @@ def test_an_emptied_case_list_does_not_pass(graded):
 
 
 def test_a_hand_made_checker_output_does_not_pass(graded):
-    record = graded[0][("fooled.ipynb", "tp_block_bytes")]
+    record = graded[0][("fooled.ipynb", "rank0_2d")]
     assert record["status"] == "not yet" and record["message"].startswith("Not answered yet")
 
 
@@ -118,7 +118,7 @@ def test_an_answer_that_calls_the_taught_library_function_is_named_as_such(grade
 
 
 def test_a_deleted_exercise_cell_is_listed_as_missing(graded):
-    record = graded[0][("shortcuts.ipynb", "tp_block_bytes")]
+    record = graded[0][("shortcuts.ipynb", "rank0_2d")]
     assert record["status"] == "missing" and "copy it back from the learner copy" in record["message"]
 
 
@@ -146,9 +146,9 @@ def test_an_exercise_cell_is_found_by_its_checker_call_its_cell_id_or_its_def():
         exercise("prediction = 5", id="the-sources-cell"),  # its call deleted: found by its id
         exercise("def column_shard(w, b, degree, rank, parts=1):\n    return w, b"),  # its def
     ])
-    found = grading._answers(nb, ORDER, {"the-sources-cell": "tp_block_bytes"})
+    found = grading._answers(nb, ORDER, {"the-sources-cell": "rank0_2d"})
     assert {name: (cell, argument) for name, (cell, _, argument) in found.items()} == {
-        "mesh_groups": (2, "mine"), "tp_block_bytes": (4, None), "column_shard": (5, "column_shard")}
+        "mesh_groups": (2, "mine"), "rank0_2d": (4, None), "column_shard": (5, "column_shard")}
 
 
 def test_a_recheck_leaves_out_what_a_cell_sets_on_the_lab_or_calls_on_it():

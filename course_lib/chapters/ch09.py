@@ -309,7 +309,7 @@ def at_scale_table(rank: at_scale.RankMemory, planned: PlanResult) -> Table:
          m.parameters + m.gradients + m.optimizer, sum(rank.end[k] for k in states)),
         ("gathered units and their buffers at the peak", est["temporaries"], m.buffers,
          sum(rank.detail[k] for k in _GATHERED)),
-        ("other temporaries at the peak (gradients of activations)", 0.0, 0.0,
+        ("other temporaries at the peak (activation gradients, logits)", 0.0, 0.0,
          sum(v for k, v in rank.detail.items() if k in ("Temp", "Inputs", "Buffer"))),
         ("activations when the forward pass ends", est["activations"], m.activations,
          rank.after_forward["activations"]),

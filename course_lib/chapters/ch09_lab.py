@@ -230,16 +230,18 @@ _HOOK_WARNINGS = ("FSDP2-wrapped module", "For backward hooks to be called",
                   "Full backward hook is firing")
 
 
-@functools.lru_cache(maxsize=1)
-def measure_at_scale() -> at_scale.RankMemory:
-    """Rank 0 of :data:`AT_SCALE`, measured once per process on a fake process group.
+@functools.lru_cache(maxsize=2)
+def measure_at_scale(model: str = "llama2-7b",
+                     layout: at_scale.Layout = AT_SCALE) -> at_scale.RankMemory:
+    """Rank 0 of ``model`` laid out as ``layout`` (chapter 9's :data:`AT_SCALE`), measured once
+    per process on a fake process group; chapter 11 measures its 2-D layout with it.
 
     Chapter 9, *Sharding with ZeRO and FSDP*.
     """
     with warnings.catch_warnings():
         for text in _HOOK_WARNINGS:
             warnings.filterwarnings("ignore", message=text, category=UserWarning)
-        return at_scale.measure_rank("llama2-7b", AT_SCALE, isolate=False)
+        return at_scale.measure_rank(model, layout, isolate=False)
 
 
 def _states_at_scale() -> dict[str, float]:

@@ -5,19 +5,18 @@ The column-parallel slice of a weight is checked against the library's own slici
 (:func:`course_lib.parallel.tensor_parallel.shard_rows`, which its ``ColumnParallelLinear`` uses),
 the groups of a 2-D mesh against the layout of ``init_device_mesh`` (consecutive ranks form a
 tensor-parallel group, as :mod:`course_lib.parallel.mesh` runs them), and the prediction against
-the bytes of parameters a rank really holds of a GPT-2 block split two ways on 2 ranks.
+what rank 0 of a 64-rank 2-D layout of Llama 2 70B holds, measured on a fake process group
+(:mod:`course_lib.parallel.at_scale`).
 """
 
 from __future__ import annotations
 
 import torch
 
+from course_lib.chapters import ch09_lab
 from course_lib.exercises.checker import Case, Exercise, Misconception
 from course_lib.exercises.predictions import Prediction
-from course_lib.numbers import memory
-from course_lib.parallel import launch, tensor_parallel
-
-ME = "course_lib.chapters.ch11_lab"
+from course_lib.parallel import at_scale, tensor_parallel
 
 
 # -- Exercise 1: a rank's slice of a column-parallel layer -------------------------------------
@@ -122,41 +121,45 @@ mesh_groups = Exercise(
 )
 
 
-# -- Prediction: the parameter bytes a rank holds of a 2-way tensor-parallel block -------------
+# -- Prediction: rank 0 of an 8 x 8 mesh at full size, measured on fake ranks -----------------
 
-def _block_bytes_on_ranks() -> dict[str, int]:
-    """Worker: the course GPT-2's first block (FP32) split over all ranks; bytes this rank holds."""
-    from course_lib.parallel import ddp
-    from course_lib.text import course_model, models
-
-    worker = launch.init_worker()
-    tokenizer = ddp.rank_tokenizer(worker)
-    shape = course_model.course_model_config(tokenizer)
-    config = models.tiny_config("gpt2", tokenizer, hidden=shape.n_embd, layers=1,
-                                heads=shape.n_head, context=shape.n_positions)
-    block = models.blocks(models.build_model(config, 0))[0].float()
-    tensor_parallel.parallelize_block(block)
-    split = [p for p in block.parameters() if getattr(p, "tensor_parallel", False)]
-    whole = [p for p in block.parameters() if not getattr(p, "tensor_parallel", False)]
-    return {"split weights and biases": memory.tensor_bytes(split),
-            "whole biases and layer norms": memory.tensor_bytes(whole)}
+#: Chapter 11's full-size stage: Llama 2 70B's embedding, head and 4 of its 80 blocks, rank 0
+#: of 64 ranks as 8 data-parallel rows of 8 tensor-parallel ranks, BF16 mixed precision.
+AT_SCALE = at_scale.Layout(64, "zero3", tp=8, layers=4, seq_len=2048)
 
 
-def _measure_block_bytes() -> dict[str, float]:
-    ranks = launch.launch(f"{ME}:_block_bytes_on_ranks", 2, backend="gloo", timeout=90,
-                          echo=False)
-    return {k: float(v) for k, v in ranks[0].items()}
+def measure_at_scale() -> at_scale.RankMemory:
+    """Rank 0 of :data:`AT_SCALE`, measured once per process on a fake process group (chapter
+    9's :func:`~course_lib.chapters.ch09_lab.measure_at_scale`).
+
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
+    """
+    return ch09_lab.measure_at_scale("llama2-70b", AT_SCALE)
 
 
-tp_block_bytes = Prediction(
-    "tp_block_bytes",
-    "Bytes of parameters rank 0 holds of one course GPT-2 block (h = 128, FP32) split 2 ways by "
-    "tensor parallelism: the split weights and biases, and what stays whole.",
-    _measure_block_bytes, unit="bytes", rel_tol=0.02,
+def _rank0_2d() -> dict[str, float]:
+    rank = measure_at_scale()
+    states = sum(rank.end[k] for k in ("parameters", "gradients", "optimizer states"))
+    return {"model states": float(states), "a gathered block": float(rank.detail["All Gather"])}
+
+
+rank0_2d = Prediction(
+    "rank0_2d",
+    "Bytes rank 0 of an 8 x 8 mesh holds of Llama 2 70B's embedding, head and 4 blocks "
+    "(3,946,913,792 parameters, 855,654,400 in a block): its model states after an AdamW step, "
+    "and one block's parameters as FSDP's all-gather brings them in to compute the block.",
+    _rank0_2d, unit="bytes", rel_tol=0.05, components=True,
     misconceptions=(
-        (2.0, "split nothing: without tensor parallelism every rank holds the whole block, "
-              "(12h^2 + 13h) parameters"),
-        (0.5, "count 2 bytes per parameter: this block is FP32, 4 bytes each"),
-        (8.0, "count bits instead of bytes"),
+        (8.0, "divide by one dimension's 8 ranks where both apply: the model states are split "
+              "by tensor parallelism and then sharded over the data-parallel row, 64 ways"),
+        (0.125, "divide a gathered block by all 64 ranks: the all-gather runs over the "
+                "data-parallel ranks only and brings back what tensor parallelism left to this "
+                "rank, an eighth of the block"),
+        (2.0, "count the gathered block in FP32: mixed precision gathers the BF16 copies the "
+              "block computes with"),
+        (0.5, "count 8 bytes per parameter of states: FSDP keeps FP32 parameter shards and "
+              "gradients, and AdamW two FP32 states, 16 bytes"),
+        (64.0, "divide by nothing: every parameter of the stage is split or sharded over the "
+               "64 ranks"),
     ),
 )

@@ -112,9 +112,9 @@ class Prediction:
         total = float(sum(measured.values()))
         ratio = value / total if total else math.inf
         unit = f" {self.unit}" if self.unit else ""
-        right = math.isclose(value, total, rel_tol=self.rel_tol)
+        right = self._within(value, total)
         far = [k for k in measured if self.components
-               and not math.isclose(parts[k], measured[k], rel_tol=self.rel_tol)]
+               and not self._within(parts[k], measured[k])]
         passed = right and not far
         key = "close" if passed else "parts_wrong" if right else "far"
         lines = [say[key].format(value=self._number(value, ",.6g"), unit=unit, measured=self._number(total, ",.6g"),
@@ -132,6 +132,11 @@ class Prediction:
             lines.append(say["misconception"].format(name=f"x{why[0]:.4g}", explain=why[1]))
         lines.append(str(self.table(parts, measured, value)))
         return Feedback(self.name, passed, "\n".join(lines), misconception=why and why[1])
+
+    def _within(self, mine: float, real: float) -> bool:
+        """Within ``rel_tol`` of the measurement, as the prompt says it: relative to what was
+        measured (``math.isclose`` is relative to the larger, and accepts 2x at 50 %)."""
+        return abs(mine - real) <= self.rel_tol * abs(real)
 
     def _number(self, x: float, spec: str) -> str:
         """``x`` formatted with ``spec``, written the way the exercise's language writes numbers."""

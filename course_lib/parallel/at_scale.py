@@ -54,7 +54,7 @@ from course_lib.numbers import memory
 from course_lib.parallel import launch, tensor_parallel
 
 __all__ = ["CATEGORIES", "MODELS", "PRIVATE_APIS", "STRATEGIES", "Comparison", "Layout",
-           "RankMemory", "build_model", "check_request", "compare", "comparison_rows",
+           "RankMemory", "build_model", "check_request", "compare",
            "measure_many", "measure_payload", "measure_rank", "measure_real",
            "private_api"]
 
@@ -289,10 +289,16 @@ def _blocks(model: nn.Module) -> nn.ModuleList:
 
 def _tensor_parallel(model: nn.Module, arch: Architecture, mesh: Any) -> None:
     """Megatron's split of every block over ``mesh`` (chapter 11): q, k, v and the MLP's first
-    layers by columns, the output projections by rows; embeddings and norms stay whole."""
+    layers by columns, the output projections by rows; Llama's embedding and head by the
+    vocabulary (Megatron's and torchtitan's plan); norms and GPT-2's tied pair stay whole."""
+    from torch.distributed.tensor import Replicate
     from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
                                                    parallelize_module)
 
+    if arch.kind != "gpt2":
+        parallelize_module(model, mesh, {
+            "model.embed_tokens": RowwiseParallel(input_layouts=Replicate()),
+            "lm_head": ColwiseParallel(output_layouts=Replicate())})
     for block in _blocks(model):
         if arch.kind == "gpt2":
             tensor_parallel.torch_parallelize_block(block, mesh)
@@ -564,7 +570,7 @@ def compare(results: Sequence[RankMemory], tolerance: float = 0.05,
     parameters measured, ``bf16-mixed`` or ``fp32``, Adam, the micro-batch and sequence, the
     data-parallel ranks as ``gpus``, the strategy's ZeRO stage, the stage's shape); pass another
     to check it. With tensor parallelism the estimate's model states are divided by ``tp`` too
-    (Megatron's split; the embeddings, kept whole here, make the measurement higher).
+    (Megatron's split; GPT-2's tied embedding, kept whole here, makes the measurement higher).
     :data:`GAPS` says why each category differs.
 
     Used by the library's other modules.
@@ -582,19 +588,3 @@ def compare(results: Sequence[RankMemory], tolerance: float = 0.05,
         rows += [Comparison(r.model, r.layout, cat, estimates[cat], measured[cat], tolerance,
                             GAPS[cat]) for cat in estimates]
     return rows
-
-
-def comparison_rows(rows: Sequence[Comparison]) -> list[list[str]]:
-    """The comparisons as table rows: model, layout, category, estimate GB, measured GB, ratio.
-
-    Used by the library's other modules.
-    """
-    out = []
-    for c in rows:
-        lay = c.layout
-        where = (f"{lay.strategy} W={lay.world_size} tp={lay.tp} L={lay.layers or 'all'} "
-                 f"b={lay.micro_batch} s={lay.seq_len}{' ckpt' if lay.checkpointing else ''}"
-                 f"{'' if lay.mixed_precision else ' fp32'}")
-        out.append([c.model, where, c.category, f"{c.estimate / 1e9:,.3f}",
-                    f"{c.measured / 1e9:,.3f}", f"{c.ratio:.2f}", "yes" if c.agrees else "no"])
-    return out
