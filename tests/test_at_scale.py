@@ -97,9 +97,29 @@ def test_collectives_and_flops_of_one_step(zero3):
     scatters, scattered = zero3.collectives["reduce-scatter"]
     assert (gathers, scatters) == (5, 3)  # root + 2 blocks forward, 2 blocks again in backward
     assert scattered == pytest.approx(4 * zero3.n_params, rel=1e-3)  # every gradient in FP32
+    # chapter 9's full sharding: the root gathered once (kept through backward), each block
+    # twice (forward, and again in backward), in BF16
+    root = 2 * 32000 * 4096 + 4096
+    assert gathered == 2 * (zero3.n_params + (zero3.n_params - root))
     tokens = SEVEN_B.micro_batch * SEVEN_B.seq_len
     matmul_params = zero3.n_params - 32000 * 4096  # the embedding is a lookup, no product
     assert zero3.flops == pytest.approx(6 * matmul_params * tokens, rel=0.05)
+
+
+def test_flops_are_6nd_plus_attention_and_cpu_sdpa_counts_no_attention():
+    """Issue 38: the FLOPs against 6 N D plus attention's 12 l h s per token (PaLM's count,
+    the causal mask not halved). torch's FlopCounterMode has no formula for the CPU's fused
+    attention kernel: with "sdpa" the count is 6 N D alone, with "eager" it adds attention."""
+    flops = {}
+    for attention in ("sdpa", "eager"):
+        layout = dataclasses.replace(SEVEN_B, seq_len=1024, attention=attention)
+        flops[attention] = at_scale.measure_rank("llama2-7b", layout, isolate=False).flops
+    n, t, layers = 666_918_912 - 32000 * 4096, 1024, 2  # the products' parameters, tokens
+    six_nd = 6 * n * t
+    attention = 12 * layers * 4096 * t * t
+    assert flops["sdpa"] == pytest.approx(six_nd, rel=1e-3)
+    assert flops["eager"] == pytest.approx(six_nd + attention, rel=1e-3)
+    assert attention / six_nd > 0.02  # large enough that the two assertions tell them apart
 
 
 def test_tensor_parallel_halves_a_ranks_block_flops(zero3):
