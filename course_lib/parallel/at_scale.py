@@ -158,9 +158,10 @@ class RankMemory:
     optimizer's step (gradients still held); ``after_forward``: when the forward pass (loss
     included) has ended, where activations are highest; ``detail``: the peak in torch's words;
     ``collectives``: ``{kind: (calls, bytes)}``, bytes of the whole tensors gathered or
-    reduced; ``comm_counts``: CommDebugMode's count per op; ``flops``: this rank's FLOPs;
-    ``n_params``: the parameters as built (the stage's); ``shard_bytes``: this rank's
-    parameter shards.
+    reduced; ``comm_counts``: CommDebugMode's count per op; ``flops``: this rank's FLOPs (none
+    for the CPU's fused attention, which ``FlopCounterMode`` has no formula for: ``"eager"``
+    attention counts them); ``n_params``: the parameters as built (the stage's);
+    ``shard_bytes``: this rank's parameter shards.
 
     Used by the library's other modules.
     """
