@@ -65,7 +65,9 @@ damped_hessian = Exercise(
     _damped_hessian, _hessian_cases,
     misconceptions=(
         Misconception("no factor 2", "drop the 2 of H = 2 X Xᵀ, the second derivative of the square in "
-                      "||W X - Q X||²", _no_factor_two),
+                      "||W X - Q X||² (GPTQ's result would not change: it is invariant to H's scale, and "
+                      "the dampening scales with H; but the Hessian the text defines has the 2)",
+                      _no_factor_two),
         Misconception("no dampening", "forget the dampening, which keeps H invertible when an input is dead "
                       "or the tokens are few", _no_dampening),
         Misconception("sum over tokens", "sum 2 x xᵀ over the tokens instead of averaging it (GPTQ's "
