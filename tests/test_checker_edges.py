@@ -262,13 +262,13 @@ def test_16_bit_adam_moments_are_not_told_one_moment():
     assert not feedback.passed and feedback.misconception == "16-bit Adam moments", feedback.message
 
 
-def mfu_in_percent(tokens_per_second, n_params, layers, hidden, seq_len, peak_flops):
-    per_token = 6 * n_params + 12 * layers * hidden * seq_len
+def hfu_in_percent(tokens_per_second, n_params, layers, hidden, seq_len, peak_flops):
+    per_token = 8 * n_params + 16 * layers * hidden * seq_len
     return 100 * tokens_per_second * per_token / peak_flops
 
 
-def test_mfu_in_percent_is_named():
-    feedback = ch10_lab.model_flops_utilisation.check(mfu_in_percent)
+def test_hfu_in_percent_is_named():
+    feedback = ch10_lab.hardware_flops_utilisation.check(hfu_in_percent)
     assert not feedback.passed, feedback.message
     assert feedback.misconception == "percent for a fraction", feedback.message
 

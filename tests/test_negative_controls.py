@@ -699,21 +699,25 @@ def intensity_floor_division(m, k, n, bits):
     return 2 * m * k * n // ((m * k + k * n + m * n) * bits // 8)
 
 
-def mfu_attention_squared(tokens_per_second, n_params, layers, hidden, seq_len, peak_flops):
-    """12 L d T², squaring the sequence length: the formula's attention term is 12 L d T."""
-    per_token = 6 * n_params + 12 * layers * hidden * seq_len**2
+def hfu_attention_squared(tokens_per_second, n_params, layers, hidden, seq_len, peak_flops):
+    """16 L d T², squaring the sequence length: attention's term is 16 L d T per token."""
+    per_token = 8 * n_params + 16 * layers * hidden * seq_len**2
     return tokens_per_second * per_token / peak_flops
 
 
-def mfu_half_attention(tokens_per_second, n_params, layers, hidden, seq_len, peak_flops):
-    """6 L d T for attention: the formula's is 12 L d T."""
-    per_token = 6 * n_params + 6 * layers * hidden * seq_len
+def hfu_weights_recomputed_only(tokens_per_second, n_params, layers, hidden, seq_len,
+                                peak_flops):
+    """8 N + 12 L d T: recomputes the weights' products but not attention's, which the
+    recomputed forward runs too."""
+    per_token = 8 * n_params + 12 * layers * hidden * seq_len
     return tokens_per_second * per_token / peak_flops
 
 
-def mfu_with_recomputation(tokens_per_second, n_params, layers, hidden, seq_len, peak_flops):
-    """8 N + 16 L d T, the FLOPs with activation recomputation (HFU's), not the model's."""
-    per_token = 8 * n_params + 16 * layers * hidden * seq_len
+def hfu_backward_recomputed(tokens_per_second, n_params, layers, hidden, seq_len,
+                            peak_flops):
+    """10 N + 20 L d T: adds the backward's 4 N + 8 L d T where recomputation repeats the
+    forward, 2 N + 4 L d T."""
+    per_token = 10 * n_params + 20 * layers * hidden * seq_len
     return tokens_per_second * per_token / peak_flops
 
 
@@ -799,8 +803,8 @@ WRONG_ANSWERS: dict[str, tuple[Callable[..., Any], ...]] = {
     "ch09_lab.zero2_step": (zero2_keeps_padding, zero2_default_weight_decay, zero2_plain_sgd),
     "ch10_lab.matmul_intensity": (intensity_output_not_counted, intensity_output_twice,
                                   intensity_floor_division),
-    "ch10_lab.model_flops_utilisation": (mfu_attention_squared, mfu_half_attention,
-                                         mfu_with_recomputation),
+    "ch10_lab.hardware_flops_utilisation": (hfu_attention_squared, hfu_weights_recomputed_only,
+                                            hfu_backward_recomputed),
     "ch11_lab.column_shard": (shard_strided, shard_bias_one_block, shard_transposed),
     "ch11_lab.mesh_groups": (mesh_as_tensors, mesh_one_based, mesh_leaders_only),
 }

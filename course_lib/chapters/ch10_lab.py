@@ -62,20 +62,34 @@ matmul_intensity = Exercise(
 )
 
 # --------------------------------------------------------------------------------------------
-# Exercise: the model FLOPs utilisation of a run
+# Exercise: the hardware FLOPs utilisation of a run that recomputes its activations
 # --------------------------------------------------------------------------------------------
 
 
 def _utilisation(tokens_per_second: float, n_params: float, layers: int, hidden: int, seq_len: int,
-         peak_flops: float) -> float:
-    """The reference: the library's MFU of a run of ``tokens_per_second`` (PaLM's 6 N + 12 L d T per token)."""
-    per_token = mfu.model_flops_per_token(n_params, layers, hidden, seq_len)
-    run = mfu.Utilisation(tokens=1, seconds=1 / tokens_per_second, model_flops_per_token=per_token,
-                                  hardware_flops_per_token=per_token, peak=peak_flops)
-    return run.mfu
+                 peak_flops: float) -> float:
+    """The reference: the library's HFU of a run of ``tokens_per_second`` that recomputes every block's
+    forward pass in its backward pass: PaLM's 6 N + 12 L d T per token and one forward more, 2 N + 4 L d T."""
+    model = mfu.model_flops_per_token(n_params, layers, hidden, seq_len)
+    run = mfu.Utilisation(tokens=1, seconds=1 / tokens_per_second, model_flops_per_token=model,
+                          hardware_flops_per_token=model * 4 / 3, peak=peak_flops)
+    return run.hfu
 
 
-def _mfu_cases() -> list[Case]:
+#: Megatron-LM's trillion-parameter run (Narayanan et al. 2021, Table 1): 128 layers of width 25,600,
+#: 2,048 tokens, 3,072 A100s of 312 TFLOP/s, 502 PFLOP/s counted by the paper's equation 3 (full
+#: recomputation, vocabulary 51,200), from which its tokens per second.
+_MEGATRON_1T = (128, 25600, 2048, 51200, 3072 * 312e12, 502e15)
+
+
+def _megatron_case() -> Case:
+    layers, h, s, vocab, peak, aggregate = _MEGATRON_1T
+    per_token = 96 * layers * h**2 * (1 + s / (6 * h) + vocab / (16 * layers * h))
+    return Case((aggregate / per_token, 1008e9, layers, h, s, peak),
+                "Megatron-LM's 1T run: 502 PFLOP/s on 3,072 A100s")
+
+
+def _hfu_cases() -> list[Case]:
     g = torch.Generator().manual_seed(10)
     cases = []
     for _ in range(3):
@@ -83,36 +97,40 @@ def _mfu_cases() -> list[Case]:
         hidden, seq_len = heads * 128, 2 ** int(torch.randint(9, 14, (1,), generator=g))
         n_params = 12 * layers * hidden**2  # a decoder's weights, about 12 d**2 per layer
         peak = 8 * 989e12 * float(torch.rand(1, generator=g)) + 1e14
-        share = 0.2 + 0.4 * float(torch.rand(1, generator=g))  # the MFU it should come to, about
-        cases.append(Case((share * peak / (6 * n_params), n_params, layers, hidden, seq_len, peak), "random"))
-    # PaLM 540B (Appendix B): 238.3K tokens/s on 6,144 TPU v4 chips of 275 TFLOP/s; H Q = 48 x 256
-    cases.append(Case((238.3e3, 540e9, 118, 48 * 256, 2048, 6144 * 275e12), "PaLM 540B"))
-    cases.append(Case((1.0e5, 125e6, 12, 768, 32768, 989e12), "long sequences: attention > 6N"))
+        share = 0.2 + 0.4 * float(torch.rand(1, generator=g))  # the HFU it should come to, about
+        cases.append(Case((share * peak / (8 * n_params), n_params, layers, hidden, seq_len, peak), "random"))
+    cases.append(_megatron_case())
+    cases.append(Case((1.0e5, 125e6, 12, 768, 32768, 989e12), "long sequences: attention > 8N"))
     return cases
 
 
-def _mfu_with(tokens_per_second: float, n_params: float, layers: int, hidden: int, seq_len: int,
-              peak_flops: float, passes: int = 3, flops_per_term: int = 2, attention: bool = True) -> float:
-    """MFU with one thing done wrong: the passes counted (3 with backward), FLOPs per term, attention."""
+def _hfu_with(tokens_per_second: float, n_params: float, layers: int, hidden: int, seq_len: int,
+              peak_flops: float, passes: int = 4, flops_per_term: int = 2, attention: bool = True) -> float:
+    """HFU with one thing done wrong: the forward passes' worth counted (4 with recomputation), FLOPs per
+    term, attention."""
     per_token = flops_per_term * passes * (n_params + (2 * layers * hidden * seq_len if attention else 0))
     return tokens_per_second * per_token / peak_flops
 
 
-model_flops_utilisation = Exercise(
-    "model_flops_utilisation",
-    "The model FLOPs utilisation of a run: tokens/s x (6 N + 12 L d T) / peak FLOP/s.",
-    _utilisation, _mfu_cases,
+hardware_flops_utilisation = Exercise(
+    "hardware_flops_utilisation",
+    "The hardware FLOPs utilisation of a run that recomputes every block's forward pass in its backward "
+    "pass: tokens/s x the FLOPs executed per token / peak FLOP/s.",
+    _utilisation, _hfu_cases,
     misconceptions=(
-        Misconception("forgot the backward pass", "count the forward pass only, 2 N + 4 L d T per token; "
-                      "the backward pass costs twice the forward, so training is 6 N + 12 L d T",
-                      lambda *run: _mfu_with(*run, passes=1)),
-        Misconception("FLOPs for MACs", "count one operation per multiply-add, 3 N + 6 L d T, instead of "
-                      "two (a multiply and an add)", lambda *run: _mfu_with(*run, flops_per_term=1)),
-        Misconception("forgot attention", "count only 6 N; the attention products Q K^T and A V add "
-                      "12 L d T per token, which grows with the sequence length",
-                      lambda *run: _mfu_with(*run, attention=False)),
-        Misconception("percent for a fraction", "give the MFU in percent (43) where a fraction "
-                      "(0.43) is asked", lambda *run: 100 * _utilisation(*run)),
+        Misconception("the model's FLOPs", "count 6 N + 12 L d T, the model FLOPs: that is the MFU; "
+                      "recomputation executes each block's forward once more, 2 N + 4 L d T",
+                      lambda *run: _hfu_with(*run, passes=3)),
+        Misconception("recomputed the backward too", "count the whole step twice: recomputation repeats "
+                      "the forward pass (a third of the step), not the backward",
+                      lambda *run: _hfu_with(*run, passes=6)),
+        Misconception("FLOPs for MACs", "count one operation per multiply-add, 4 N + 8 L d T, instead of "
+                      "two (a multiply and an add)", lambda *run: _hfu_with(*run, flops_per_term=1)),
+        Misconception("forgot attention", "count only 8 N; the attention products Q K^T and A V add "
+                      "16 L d T per token with recomputation, which grows with the sequence length",
+                      lambda *run: _hfu_with(*run, attention=False)),
+        Misconception("percent for a fraction", "give the HFU in percent (52) where a fraction "
+                      "(0.52) is asked", lambda *run: 100 * _utilisation(*run)),
     ),
     rtol=1e-6,
 )
