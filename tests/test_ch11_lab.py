@@ -42,13 +42,46 @@ def tp_groups_counted(world_size, tp):
             "dp": [list(range(r, world_size, size)) for r in range(size)]}
 
 
+# -- one_f_one_b ----------------------------------------------------------------------------------
+
+
+def all_forwards_first(stage, stages, micro_batches):
+    return [f"F{m}" for m in range(micro_batches)] + [f"B{m}" for m in range(micro_batches)]
+
+
+def warmup_i_plus_1(stage, stages, micro_batches):
+    warm = min(micro_batches, stage + 1)
+    order = [f"F{m}" for m in range(warm)]
+    for m in range(micro_batches):
+        order += [f"B{m}"] + ([f"F{warm + m}"] if warm + m < micro_batches else [])
+    return order
+
+
+def megatron_count_backward_first(stage, stages, micro_batches):
+    warm = stages - stage - 1  # Megatron's count, but the steady state begins with B
+    order = [f"F{m}" for m in range(min(warm, micro_batches))]
+    for m in range(micro_batches):
+        order.append(f"B{m}")
+        if warm + m < micro_batches:
+            order.append(f"F{warm + m}")
+    return order
+
+
+def p_forwards_everywhere(stage, stages, micro_batches):
+    return warmup_i_plus_1(stages - 1, stages, micro_batches)  # stage p - 1 has i + 1 = p
+
+
 WRONG = {"column_shard": {
              "slicing the input features (row-parallel) instead of the output features":
                  input_features,
              "the whole bias on every rank": whole_bias,
              "the fused q, k, v cut as one block": one_block},
          "mesh_groups": {"dp and tp groups swapped": swapped,
-                         "tp read as the number of groups": tp_groups_counted}}
+                         "tp read as the number of groups": tp_groups_counted},
+         "one_f_one_b": {"GPipe's order": all_forwards_first,
+                         "warm-up counted from the first stage": warmup_i_plus_1,
+                         "one warm-up forward short": megatron_count_backward_first,
+                         "the same warm-up on every stage": p_forwards_everywhere}}
 
 
 def test_the_column_slice_is_what_the_library_layer_keeps():

@@ -57,7 +57,8 @@ def test_a_half_solved_notebook_grades_one_pass_one_not_yet(notebook):
     original = notebook.read_bytes()
     rows = grading.grade_notebook(notebook, timeout_s=60)
     assert [(r.exercise, r.result) for r in rows] == [
-        ("column_shard", "not yet"), ("mesh_groups", "pass"), ("rank0_2d", "missing")]
+        ("column_shard", "not yet"), ("one_f_one_b", "missing"), ("mesh_groups", "pass"),
+        ("rank0_2d", "missing")]
     assert rows[0].feedback.startswith("Not done yet: column_shard")  # its solution was not graded
     assert notebook.read_bytes() == original  # the learner's file is never written
     left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before and p.is_running()
@@ -138,7 +139,7 @@ def test_grading_runs_the_notebook_away_from_the_files_beside_it(tmp_path):
         "print(sorted(os.listdir('.')))"))
     nbformat.write(nb, lab / "lab.ipynb")
     rows = grading.grade_notebook(lab / "lab.ipynb", timeout_s=60)
-    assert [r.exercise for r in rows] == ["column_shard", "mesh_groups", "rank0_2d"]
+    assert [r.exercise for r in rows] == ["column_shard", "one_f_one_b", "mesh_groups", "rank0_2d"]
     assert (lab / "keep.txt").read_text() == "keep"
     assert (tmp_path / "course" / "other" / "answers.csv").read_text() == "a,b"
 

@@ -23,7 +23,7 @@ from course_lib.exercises.checker import MIME
 
 SETUP = "from course_lib.chapters import ch11_lab as lab\nimport torch"
 KEYS = {"notebook", "exercise", "status", "message"}
-ORDER = ["column_shard", "mesh_groups", "rank0_2d"]  # as chapter 11's notebook has them
+ORDER = ["column_shard", "one_f_one_b", "mesh_groups", "rank0_2d"]  # as chapter 11's notebook has them
 
 
 def exercise(source: str, **extra) -> nbformat.NotebookNode:

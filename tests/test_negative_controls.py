@@ -32,7 +32,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from course_lib.chapters import ch02_lab
+from course_lib.chapters import ch02_lab, ch11_lab
 from course_lib.exercises.checker import PHRASES, Exercise, function_name
 from course_lib.exercises.predictions import PHRASES as PREDICTION_PHRASES
 from course_lib.exercises.predictions import Prediction
@@ -770,6 +770,24 @@ def mesh_leaders_only(world_size, tp):
     return {"tp": grid.tolist(), "dp": [grid[:, 0].tolist()]}
 
 
+def one_f_one_b_from_one(stage, stages, micro_batches):
+    """Micro-batches numbered from 1: the text's list starts "F0"."""
+    order = ch11_lab._one_f_one_b(stage, stages, micro_batches)
+    return [e[0] + str(int(e[1:]) + 1) for e in order]
+
+
+def one_f_one_b_no_cooldown(stage, stages, micro_batches):
+    """Stops with the last forward: the backwards still owed at the end are the cooldown."""
+    order = ch11_lab._one_f_one_b(stage, stages, micro_batches)
+    last_forward = max(i for i, e in enumerate(order) if e[0] == "F")
+    return order[:last_forward + 1]
+
+
+def one_f_one_b_as_tuples(stage, stages, micro_batches):
+    """("F", 0) pairs: the text asks for strings such as "F0"."""
+    return [(e[0], int(e[1:])) for e in ch11_lab._one_f_one_b(stage, stages, micro_batches)]
+
+
 #: Further wrong answers per exercise, "lab module.exercise".
 WRONG_ANSWERS: dict[str, tuple[Callable[..., Any], ...]] = {
     "ch01_lab.bert_masking": (masking_selects_at_015, masking_random_above_09,
@@ -807,6 +825,8 @@ WRONG_ANSWERS: dict[str, tuple[Callable[..., Any], ...]] = {
                                             hfu_backward_recomputed),
     "ch11_lab.column_shard": (shard_strided, shard_bias_one_block, shard_transposed),
     "ch11_lab.mesh_groups": (mesh_as_tensors, mesh_one_based, mesh_leaders_only),
+    "ch11_lab.one_f_one_b": (one_f_one_b_from_one, one_f_one_b_no_cooldown,
+                             one_f_one_b_as_tuples),
 }
 # The Dutch edition's exercises are chapter 4's in Dutch: the same wrong answers, Dutch feedback.
 WRONG_ANSWERS["nl_lab.absmax_int8"] = WRONG_ANSWERS["ch04_lab.absmax_int8"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from course_lib.chapters import ch11_lab
 from course_lib.parallel import checkpointing, launch, pipeline
 from course_lib.parallel.pipeline import Event
 from course_lib.text import course_model, models
@@ -167,6 +168,9 @@ def test_every_micro_batch_runs_forward_then_backward_once_per_stage(runs):
             assert all(e.end >= e.start for e in events)
             if kind == "gpipe":  # every forward before the first backward
                 assert [e.kind for e in events] == ["F"] * m + ["B"] * m
+            else:  # the order chapter 11's exercise asks for, as torch's Schedule1F1B ran it
+                ran = [f"{e.kind}{e.micro_batch}" for e in events]
+                assert ran == ch11_lab._one_f_one_b(r.rank, 2, m), (r.rank, m, ran)
 
 
 @pytest.mark.slow

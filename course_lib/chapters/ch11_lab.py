@@ -1,10 +1,12 @@
-"""Chapter 11, *Beyond data parallelism*: the chapter's lab, two code exercises and a prediction.
+"""Chapter 11, *Beyond data parallelism*: the chapter's lab, three code exercises and a prediction.
 
 The notebook imports this module as ``lab``; each exercise's stub cell calls ``lab.<name>(fn)``.
 The column-parallel slice of a weight is checked against the library's own slicing
 (:func:`course_lib.parallel.tensor_parallel.shard_rows`, which its ``ColumnParallelLinear`` uses),
 the groups of a 2-D mesh against the layout of ``init_device_mesh`` (consecutive ranks form a
-tensor-parallel group, as :mod:`course_lib.parallel.mesh` runs them), and the prediction against
+tensor-parallel group, as :mod:`course_lib.parallel.mesh` runs them), a 1F1B stage's order against
+torch's ``Schedule1F1B`` (the tests compare it with the order measured on 2 ranks), and the
+prediction against
 what rank 0 of a 64-rank 2-D layout of Llama 2 70B holds, measured on a fake process group
 (:mod:`course_lib.parallel.at_scale`).
 """
@@ -117,6 +119,73 @@ mesh_groups = Exercise(
         Misconception("tp read as the number of groups",
                       "make tp groups instead of groups of tp ranks: there are world_size // tp "
                       "tensor-parallel groups, each of tp ranks", _tp_as_count),
+    ),
+)
+
+
+# -- Exercise 3: the order of a 1F1B stage ---------------------------------------------------
+
+def _order(warmup: int, micro_batches: int) -> list[str]:
+    """``warmup`` forwards, then a backward and the next forward in turn, then the backwards."""
+    order = [f"F{m}" for m in range(warmup)]
+    for m in range(micro_batches):
+        order.append(f"B{m}")
+        if warmup + m < micro_batches:
+            order.append(f"F{warmup + m}")
+    return order
+
+
+def _one_f_one_b(stage: int, stages: int, micro_batches: int) -> list[str]:
+    """The reference: torch's ``Schedule1F1B`` on ``stage``: ``min(m, p - stage)`` forwards first
+    (the last stage 1, the first p), then one backward and one forward in turn."""
+    return _order(min(micro_batches, stages - stage), micro_batches)
+
+
+def _one_f_one_b_cases() -> list[Case]:
+    return [Case((2, 4, 8), "a middle stage of 4, m = 8"),
+            Case((0, 2, 4), "the chapter's first stage: p = 2, m = 4"),
+            Case((1, 2, 4), "the last stage: one forward, then its backward"),
+            Case((0, 4, 4), "m = p: the first stage runs every forward first"),
+            Case((1, 4, 8), "the second of 4 stages"), Case((3, 4, 8), "the last of 4 stages"),
+            Case((2, 3, 7), "p = 3, an odd m"), Case((0, 1, 3), "one stage: F, B in turn")]
+
+
+def _gpipe_order(stage: int, stages: int, micro_batches: int) -> list[str]:
+    return _order(micro_batches, micro_batches)
+
+
+def _warmup_from_the_first(stage: int, stages: int, micro_batches: int) -> list[str]:
+    return _order(min(micro_batches, stage + 1), micro_batches)
+
+
+def _one_forward_short(stage: int, stages: int, micro_batches: int) -> list[str]:
+    return _order(min(micro_batches, stages - stage - 1), micro_batches)
+
+
+def _same_warmup(stage: int, stages: int, micro_batches: int) -> list[str]:
+    return _order(min(micro_batches, stages), micro_batches)
+
+
+one_f_one_b = Exercise(
+    "one_f_one_b",
+    "The order in which stage `stage` of `stages` runs its forwards and backwards under torch's "
+    "Schedule1F1B with `micro_batches` micro-batches (at least `stages`), as a list such as "
+    "['F0', 'F1', 'B0', 'F2', ...].",
+    _one_f_one_b, _one_f_one_b_cases,
+    misconceptions=(
+        Misconception("GPipe's order", "run every forward before the first backward: that is "
+                      "GPipe, which holds all m micro-batches' activations", _gpipe_order),
+        Misconception("warm-up counted from the first stage",
+                      "give stage i i + 1 forwards before its first backward: the last stage "
+                      "can run a backward right after its first forward (it computes the loss), "
+                      "the first stage waits longest, p - i forwards", _warmup_from_the_first),
+        Misconception("one warm-up forward short",
+                      "run p - i - 1 forwards and then a backward first: Megatron-LM counts p - i "
+                      "- 1 warm-up forwards but starts each steady step with a forward, so a stage "
+                      "still holds p - i micro-batches", _one_forward_short),
+        Misconception("the same warm-up on every stage",
+                      "run p forwards first on every stage: a later stage starts its backwards "
+                      "sooner, so it holds fewer micro-batches", _same_warmup),
     ),
 )
 
