@@ -124,7 +124,8 @@ def _average(grads: list[torch.Tensor]) -> list[torch.Tensor]:
 
 
 def _grad_cases() -> list[Case]:
-    return [Case((), "random", {"shapes": [[4, 3], [3]], "seed": 1}),
+    # four tensors: a count of tensors taken for the number of ranks is not the world size
+    return [Case((), "random", {"shapes": [[4, 3], [3], [2, 2], [5]], "seed": 1}),
             Case((), "one rank's gradients all zero", {"shapes": [[5]], "seed": 2, "zero_rank": 0}),
             Case((), "a scalar parameter", {"shapes": [[]], "seed": 3}),
             Case((), "float64 whole numbers", {"shapes": [[2, 2], [7]], "seed": 4,
