@@ -48,17 +48,18 @@ def grid(quick: bool) -> list[tuple[str, Layout]]:
     return out
 
 
+def where(lay: Layout) -> str:
+    """A layout in a table cell: strategy, world, TP, blocks, micro-batch, sequence, options."""
+    return (f"{lay.strategy} W={lay.world_size} tp={lay.tp} L={lay.layers or 'all'} "
+            f"b={lay.micro_batch} s={lay.seq_len}{' ckpt' if lay.checkpointing else ''}"
+            f"{'' if lay.mixed_precision else ' fp32'}")
+
+
 def table_rows(rows: Sequence[Comparison]) -> list[list[str]]:
     """The comparisons as table rows: model, layout, category, estimate GB, measured GB, ratio."""
-    out = []
-    for c in rows:
-        lay = c.layout
-        where = (f"{lay.strategy} W={lay.world_size} tp={lay.tp} L={lay.layers or 'all'} "
-                 f"b={lay.micro_batch} s={lay.seq_len}{' ckpt' if lay.checkpointing else ''}"
-                 f"{'' if lay.mixed_precision else ' fp32'}")
-        out.append([c.model, where, c.category, f"{c.estimate / 1e9:,.3f}",
-                    f"{c.measured / 1e9:,.3f}", f"{c.ratio:.2f}", "yes" if c.agrees else "no"])
-    return out
+    return [[c.model, where(c.layout), c.category, f"{c.estimate / 1e9:,.3f}",
+             f"{c.measured / 1e9:,.3f}", f"{c.ratio:.2f}", "yes" if c.agrees else "no"]
+            for c in rows]
 
 
 #: What the planner models otherwise than the measured runs, as the table shows it.
@@ -104,10 +105,10 @@ def planner_rows(results: list[RankMemory]) -> tuple[list[list[str]], list[float
     the forward pass ends, the peak (the planner's total leaves out the CUDA context, which the
     tracker does not see either); and every ratio, measured over planned."""
     rows, ratios = [], []
-    for r, row in zip(results, table_rows(at_scale.compare(results))[::6]):
-        p = planned(r)
+    for r in results:
+        p, row = planned(r), [r.model, where(r.layout)]
         if isinstance(p, str):
-            rows.append(row[:2] + ["refused: " + p] + [""] * 5)
+            rows.append(row + ["refused: " + p] + [""] * 5)
             continue
         m = p.memory
         pairs = ((m.parameters + m.gradients + m.optimizer,
@@ -118,7 +119,7 @@ def planner_rows(results: list[RankMemory]) -> tuple[list[list[str]], list[float
         for want, got in pairs:
             ratios.append(got / want)
             cells += [f"{want / 1e9:,.2f} / {got / 1e9:,.2f}", f"{got / want:.2f}"]
-        rows.append(row[:2] + cells)
+        rows.append(row + cells)
     return rows, ratios
 
 

@@ -192,13 +192,14 @@ def notebook_language(notebook: str) -> str:
     return "nl" if notebook.startswith("nl/") else "en"
 
 
+#: The two commands that run the course from a clone: build it once, then open JupyterLab.
+BUILD, LAB = "bash scripts/build.sh", ".venv/bin/jupyter lab notebooks/"
 #: How to run a notebook from a clone, per language: the badge cell while unpublished.
 RUN_LOCALLY = {
     "en": ("*To run this notebook yourself*, clone the course's repository, run "
-           "`bash scripts/build.sh` once, then `.venv/bin/jupyter lab notebooks/`."),
+           f"`{BUILD}` once, then `{LAB}`."),
     "nl": ("*Om dit notebook zelf uit te voeren* kloon je de repository van de cursus, "
-           "voer je één keer `bash scripts/build.sh` uit en start je daarna "
-           "`.venv/bin/jupyter lab notebooks/`."),
+           f"voer je één keer `{BUILD}` uit en start je daarna `{LAB}`."),
 }
 
 
@@ -373,8 +374,7 @@ def how_to_use_markdown() -> str:
         ]
     items += [
         f"- **In JupyterLab on your machine**: clone {repository} and run "
-        "`bash scripts/build.sh` once (it creates `.venv` with everything), then "
-        "`.venv/bin/jupyter lab notebooks/`.",
+        f"`{BUILD}` once (it creates `.venv` with everything), then `{LAB}`.",
         "- **In this book**: read the executed chapters; plots and tables are the "
         "outputs of a real run, and the bit explorer and the training planner compute "
         "in the page.",

@@ -90,7 +90,6 @@ WORDS = {
     },
 }
 #: The two commands that run the course from a clone (the README's quick start).
-BUILD, LAB = "bash scripts/build.sh", ".venv/bin/jupyter lab notebooks/"
 #: How a chapter's learning goals open, per language ("**Learning goals.** After ...").
 GOALS = ("**Learning goals", "**Leerdoelen")
 #: Cells the book shows collapsed already, or that the learner writes: no checks folded.
@@ -113,6 +112,7 @@ def _tools() -> ModuleType:
 
 
 TOOLS = _tools()
+BUILD, LAB = TOOLS.BUILD, TOOLS.LAB  # the two commands from a clone
 
 
 # ------------------------------------------------------------------------------------
@@ -305,11 +305,8 @@ def quiz_answer(chapter: str, name: str) -> tuple[str, str, str]:
     its feedback writes a number: (value with unit, hint, language)."""
     module = importlib.import_module(f"course_lib.chapters.{chapter}")
     question = getattr(module.quiz, name)
-    value = float(question.solution())
-    shown = (f"{value:.6g}".replace(".", ",") if question.language == "nl"
-             else f"{value:,.6g}")
     unit = f" {question.unit}" if question.unit else ""
-    return shown + unit, question.hint, question.language
+    return question.shown(float(question.solution())) + unit, question.hint, question.language
 
 
 def answer(chapter: str, name: str) -> answer_node:

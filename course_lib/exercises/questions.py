@@ -54,6 +54,10 @@ class Question:
                 return why
         return None
 
+    def shown(self, value: float) -> str:
+        """``value`` as the feedback writes it: six significant digits, in the question's language."""
+        return f"{value:.6g}".replace(".", ",") if self.language == "nl" else f"{value:,.6g}"
+
     def feedback(self, answer: float | None) -> tuple[bool, str]:
         """Whether ``answer`` is right, and the feedback to show (None means not answered yet)."""
         say = PHRASES[self.language]
@@ -65,7 +69,7 @@ class Question:
             return False, say["not_a_number"].format(answer=answer, unit=self.unit or say["any_unit"])
         expected = self.solution()
         unit = f" {self.unit}" if self.unit else ""
-        shown = f"{value:.6g}".replace(".", ",") if self.language == "nl" else f"{value:,.6g}"
+        shown = self.shown(value)
         if math.isclose(value, expected, rel_tol=self.rel_tol):
             return True, say["right"].format(shown=shown, unit=unit)
         why = self.misconception(value)

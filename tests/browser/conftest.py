@@ -16,6 +16,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import nbformat
 import pytest
@@ -38,6 +39,14 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def offline_only(route: Any) -> None:
+    """A Playwright route handler: requests to this machine go on, every other is aborted."""
+    if is_loopback(route.request.url):
+        route.continue_()
+    else:
+        route.abort()
 
 
 def is_loopback(url: str) -> bool:

@@ -37,7 +37,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import BOOK_HTML, _QuietHandler, free_port, is_loopback
+from .conftest import BOOK_HTML, _QuietHandler, free_port, is_loopback, offline_only
 
 pytestmark = pytest.mark.browser
 
@@ -354,18 +354,12 @@ class Reader:
         self.url = url
         self.context = browser.new_context(viewport={"width": DESKTOP, "height": 900})
         self.page = self.context.new_page()
-        self.page.route("**/*", self._route)
+        self.page.route("**/*", offline_only)
         self.errors: list[str] = []
         self.page.on("console", self._console)
         self.page.on("pageerror", lambda err: self.errors.append(f"uncaught: {err}"))
         self.results: dict[tuple[str, int], dict] = {}
 
-    @staticmethod
-    def _route(route: Any) -> None:
-        if is_loopback(route.request.url):
-            route.continue_()
-        else:
-            route.abort()
 
     def _console(self, message: Any) -> None:
         if message.type != "error":

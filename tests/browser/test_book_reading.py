@@ -36,7 +36,7 @@ import pytest
 
 from course_lib._about import PUBLISHED
 
-from .conftest import ROOT, is_loopback
+from .conftest import ROOT, offline_only
 
 pytestmark = pytest.mark.browser
 
@@ -68,19 +68,13 @@ class Reader:
     def __init__(self, browser: Any, url: str, width: int, javascript: bool = True) -> None:
         self.context = browser.new_context(viewport={"width": width, "height": 900},
                                            java_script_enabled=javascript)
-        self.context.route("**/*", self._route)
+        self.context.route("**/*", offline_only)
         self.page = self.context.new_page()
         self.errors: list[str] = []
         self.page.on("pageerror", lambda err: self.errors.append(str(err)))
         self.page.goto(url)
         self.width = width
 
-    @staticmethod
-    def _route(route: Any) -> None:
-        if is_loopback(route.request.url):
-            route.continue_()
-        else:
-            route.abort()
 
     def close_toggles(self) -> None:
         """Every toggle of the page shut, as the page opens (a test may have opened some)."""
