@@ -12,7 +12,7 @@ import torch.distributed as dist
 from course_lib.exercises import ranks
 from course_lib.exercises.checker import Case, Misconception
 from course_lib.exercises.ranks import RankExercise, learner_source
-from course_lib.parallel import launch
+from course_lib.parallel import launch, warm_ranks
 
 HERE = Path(__file__).resolve().parent
 
@@ -65,8 +65,9 @@ def importable(monkeypatch):
 
 
 def _children() -> list[int]:
-    """Processes started by this one that still run (ranks left behind)."""
-    found = []
+    """Processes started by this one that still run (ranks left behind): not the warm server
+    that forks them (course_lib.parallel.warm_ranks), which lives as long as this process."""
+    found, server = [], warm_ranks._current and warm_ranks._current.process.pid
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
@@ -74,7 +75,7 @@ def _children() -> list[int]:
             except OSError:
                 continue
             fields = stat.rpartition(")")[2].split()
-            if int(fields[1]) == os.getpid() and fields[0] != "Z":
+            if int(fields[1]) == os.getpid() and fields[0] != "Z" and int(entry.name) != server:
                 found.append(int(entry.name))
     return found
 

@@ -3,6 +3,8 @@
 * :mod:`~course_lib.parallel.launch`: start N worker processes as ``torchrun`` does, from a
   notebook (free port, rank-prefixed output, a timeout, no orphans), and join the process group
   inside a worker, whether ``launch`` or ``torchrun`` started it.
+* :mod:`~course_lib.parallel.warm_ranks`: ``launch`` forks its ranks from a server that
+  imported torch once, so that a launch does not pay Python's start and torch's import again.
 * :mod:`~course_lib.parallel.ring`: the ring all-reduce written with send and receive, and its
   traffic per rank.
 * :mod:`~course_lib.parallel.traffic`: a DDP communication hook that counts the buckets, the

@@ -5,8 +5,10 @@ Chapter 8 ("Data parallelism with DDP") runs real ``torch.distributed`` code on 
 Python processes with the environment variables ``torchrun`` sets (``RANK``, ``WORLD_SIZE``,
 ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``), prints every line they write with its rank in
 front, stops them all when one fails or the time is up, and returns what each rank's function
-returned. Inside a worker, :func:`init_worker` reads those variables and joins the process group,
-so the same function runs unchanged under ``torchrun`` (NCCL, one GPU per local rank) and under
+returned. On Linux the ranks are forked from a warm server that has imported torch once
+(:mod:`course_lib.parallel.warm_ranks`; ``COURSE_LIB_WARM_RANKS=0`` starts each cold).
+Inside a worker, :func:`init_worker` reads those variables and joins the process group, so
+the same function runs unchanged under ``torchrun`` (NCCL, one GPU per local rank) and under
 :func:`launch` (gloo on CPU processes).
 
 No orphans: each rank leads its own process group, so that stopping it stops what it started
@@ -43,7 +45,7 @@ from typing import Any, Callable, NoReturn
 import torch
 import torch.distributed as dist
 
-from course_lib.parallel import failures, lifetime
+from course_lib.parallel import failures, lifetime, warm_ranks
 
 __all__ = [
     "Hello",
@@ -329,9 +331,11 @@ def launch(target: str, nprocs: int = 2, kwargs: dict[str, Any] | None = None, *
         processes, pumps = [], []
         try:
             for rank in range(nprocs):
-                p = subprocess.Popen(command, env=_environment(rank, nprocs, port, backend, threads),
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     start_new_session=True)
+                env = _environment(rank, nprocs, port, backend, threads)
+                p = warm_ranks.start(env, command[1:], threads)  # None: start it cold
+                p = p or subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+                                          stderr=subprocess.STDOUT, text=True,
+                                          start_new_session=True)
                 processes.append(p)
                 pumps.append(threading.Thread(target=_pump, args=(rank, p.stdout, lines),
                                               daemon=True))

@@ -1,0 +1,139 @@
+"""Warm ranks (course_lib.parallel.warm_ranks): a rank forked from the warm server is the rank
+``launch`` starts cold, in everything the rank can see; the server is reused, replaced when the
+environment changes, and never outlives its launcher."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from course_lib.parallel import launch, lifetime, warm_ranks
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
+                                reason="warm ranks are Linux only")
+
+FACTS = '''
+import os, random, sys, tempfile
+import torch
+
+def facts():
+    return {"pid": os.getpid(), "leader": os.getpgrp() == os.getpid() == os.getsid(0),
+            "rank": os.environ["RANK"], "world": os.environ["WORLD_SIZE"],
+            "launcher": os.environ["COURSE_LIB_LAUNCHER"], "threads": torch.get_num_threads(),
+            "path0": sys.path[0], "on_path": os.environ["PYTHONPATH"].split(os.pathsep)[0]
+            in sys.path, "tmp": tempfile.gettempdir(), "torch_rand": torch.rand(1).item(),
+            "random": random.random(), "stdin": sys.stdin.read(), "cwd": os.getcwd(),
+            "flag": os.environ.get("COURSE_TEST_FLAG")}
+'''
+
+
+@pytest.fixture
+def rank_module(tmp_path, monkeypatch):
+    folder = tmp_path / "modules"
+    folder.mkdir()
+    (folder / "warm_facts.py").write_text(FACTS)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(folder),
+                                                                  os.environ.get("PYTHONPATH")])))
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
+    monkeypatch.chdir(tmp_path)
+    return "warm_facts:facts"
+
+
+def run(target: str, warm: bool, monkeypatch) -> list[dict]:
+    monkeypatch.setenv("COURSE_LIB_WARM_RANKS", "1" if warm else "0")
+    return launch.launch(target, 2, threads=1, timeout=60, echo=False)
+
+
+@pytest.mark.slow
+def test_a_warm_rank_sees_what_a_cold_rank_sees(rank_module, monkeypatch, tmp_path):
+    cold = run(rank_module, False, monkeypatch)
+    warm = run(rank_module, True, monkeypatch)
+    assert warm_ranks._current is not None, "the warm launch did not use the server"
+    for c, w in zip(cold, warm):
+        assert w["leader"] and c["leader"], "each rank leads its own session and group"
+        for key in ("rank", "world", "launcher", "threads", "path0", "on_path", "tmp",
+                    "stdin", "cwd", "flag"):
+            assert w[key] == c[key], (key, w[key], c[key])
+    assert warm[0]["tmp"] == str(tmp_path / "tmp") and warm[0]["path0"] == str(tmp_path)
+    for key in ("random", "torch_rand"):  # seeded anew in every new process, torch's too
+        assert warm[0][key] != warm[1][key] and cold[0][key] != cold[1][key], key
+    assert {w["pid"] for w in warm}.isdisjoint(c["pid"] for c in cold)
+
+
+@pytest.mark.slow
+def test_the_server_is_reused_and_replaced_when_the_environment_changes(rank_module,
+                                                                      monkeypatch):
+    run(rank_module, True, monkeypatch)
+    first = warm_ranks._current.process.pid
+    again = run(rank_module, True, monkeypatch)
+    assert warm_ranks._current.process.pid == first
+    assert again[0]["flag"] is None
+    monkeypatch.setenv("COURSE_TEST_FLAG", "on")  # read at import time by some library?
+    changed = run(rank_module, True, monkeypatch)
+    assert changed[0]["flag"] == "on"
+    assert warm_ranks._current.process.pid != first
+    deadline = time.monotonic() + 5
+    while lifetime.alive(first) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not lifetime.alive(first), "the replaced server was left running"
+
+
+@pytest.mark.slow
+def test_a_dead_server_is_replaced_and_the_launch_still_runs(rank_module, monkeypatch):
+    run(rank_module, True, monkeypatch)
+    server = warm_ranks._current.process
+    server.kill()
+    server.wait(timeout=10)
+    results = run(rank_module, True, monkeypatch)
+    assert [r["rank"] for r in results] == ["0", "1"]
+    assert warm_ranks._current.process.pid != server.pid
+
+
+LAUNCHER = """
+import sys, time
+from course_lib.parallel import launch, warm_ranks
+launch.launch("course_lib.parallel.launch:hello", 2, timeout=60, echo=False)
+print(warm_ranks._current.process.pid, flush=True)
+time.sleep(120)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
+def test_the_server_ends_with_its_launcher(sig):
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=str(root), COURSE_LIB_WARM_RANKS="1")
+    kernel = subprocess.Popen([sys.executable, "-c", textwrap.dedent(LAUNCHER)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        line = kernel.stdout.readline()
+        assert line.strip().isdigit(), line + kernel.stdout.read()
+        server = int(line)
+        assert lifetime.alive(server)
+        kernel.send_signal(sig)
+        kernel.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while lifetime.alive(server) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not lifetime.alive(server), f"the server outlived a launcher ended by {sig.name}"
+    finally:
+        kernel.kill()
+        kernel.wait(timeout=10)
+        kernel.stdout.close()
+
+
+def test_switched_off_or_not_linux_means_cold(monkeypatch):
+    monkeypatch.setenv("COURSE_LIB_WARM_RANKS", "0")
+    assert not warm_ranks.enabled() and warm_ranks.start(dict(os.environ), [], 1) is None
+    monkeypatch.setenv("COURSE_LIB_WARM_RANKS", "1")
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert not warm_ranks.enabled()
