@@ -250,6 +250,8 @@ def plot_reduction(max_gpus: int = 1024) -> Figure:
     """
     import matplotlib.pyplot as plt
 
+    from course_lib.base.diagrams import SMALL
+
     counts = [2**k for k in range(max_gpus.bit_length()) if 2**k <= max_gpus]
     base = memory.training_memory(1e9, "bf16-mixed").model_states
     fig, ax = plt.subplots(figsize=(8, 4))
@@ -259,7 +261,7 @@ def plot_reduction(max_gpus: int = 1024) -> Figure:
         ax.plot(counts, ratio, "o-", color=color, label=f"stage {stage}")
     for limit, text in ((4, "stage 1 tends to 16/4 = 4x"), (8, "stage 2 tends to 16/2 = 8x")):
         ax.axhline(limit, color="grey", ls="--", lw=1)
-        ax.text(counts[0], limit * 1.08, text, fontsize=8, color="grey")
+        ax.text(counts[0], limit * 1.08, text, fontsize=SMALL, color="grey")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.set_xlabel("GPUs sharing the model states (N)")

@@ -160,6 +160,7 @@ def plot_roofline(roofs: Sequence[roofline.Roof], operations: Sequence[roofline.
     """
     import matplotlib.pyplot as plt
 
+    from course_lib.base.diagrams import SMALL
     from course_lib.base.plots import use_course_style
 
     if not roofs:
@@ -180,13 +181,14 @@ def plot_roofline(roofs: Sequence[roofline.Roof], operations: Sequence[roofline.
     for m in measured:
         point = (m.operation.intensity, m.flops_per_second)
         ax.scatter(*point, marker="x", s=60, zorder=4, color="black")
-        ax.annotate(m.operation.name, point, textcoords="offset points", xytext=(4, -12), fontsize=8)
+        ax.annotate(m.operation.name, point, textcoords="offset points", xytext=(4, -12),
+                    fontsize=SMALL)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
     ax.set_ylabel("attainable FLOP/s")
     ax.set_title(title)
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=SMALL, loc="lower right")
     ax.grid(True, which="major", alpha=0.3)
     fig.tight_layout()
     return fig

@@ -28,11 +28,17 @@ if TYPE_CHECKING:
     from course_lib.parallel.tensor_parallel import TPBlockCheck
 
 __all__ = ["LAYOUTS", "LLAMA3_TABLE4", "Layout", "Llama3Run", "bubble_table",
-           "checkpointing_table", "held_table", "layout_table", "llama3_table", "mesh_table",
-           "plot_pipeline", "replayed_ranks", "tp_link_table", "tp_table", "wire_table"]
+           "checkpointing_table", "collectives_text", "held_table", "layout_table",
+           "llama3_table", "mesh_table", "plot_pipeline", "replayed_ranks", "tp_link_table",
+           "tp_table", "wire_table"]
 
 
-def _counts(counts: dict[str, int]) -> str:
+def collectives_text(counts: dict[str, int]) -> str:
+    """Collectives counted per kind, as the tables write them: "2 all-gather, 2
+    reduce-scatter" for ``{"all-gather": 2, "reduce-scatter": 2}``, "-" for none.
+
+    Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
+    """
     return ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "-"
 
 
@@ -45,7 +51,7 @@ def tp_table(checks: Sequence[TPBlockCheck], names: Sequence[str]) -> Table:
     for name, r in zip(names, checks):
         torch_gap = "-" if r.torch_grad_gap != r.torch_grad_gap else f"{r.torch_grad_gap:.1e}"
         rows.append([name, f"{r.output_gap:.1e}", f"{r.grad_gap:.1e}", torch_gap,
-                     _counts(r.forward), _counts(r.backward),
+                     collectives_text(r.forward), collectives_text(r.backward),
                      f"{r.parameter_bytes:,} ({r.parameter_bytes_formula:,})",
                      f"{r.activation_bytes:,} ({r.activation_bytes_formula:,.0f})",
                      f"{r.single_activation_bytes:,}"])
@@ -110,7 +116,7 @@ def wire_table(checks: Sequence[TPBlockCheck], names: Sequence[str]) -> Table:
     for name, r in zip(names, checks):
         for i, (phase, counts) in enumerate((("forward", r.forward),
                                              ("backward", r.backward))):
-            rows.append([name, phase, _counts(counts), f"{r.ring_nccl[i]:,.0f}",
+            rows.append([name, phase, collectives_text(counts), f"{r.ring_nccl[i]:,.0f}",
                          f"{r.ring_gloo[i]:,.0f}", f"{r.wire_sent[i]:,}"])
     headers = ["run", "pass", "collectives", "ring, NCCL (bytes)", "ring, gloo (bytes)",
                "sent on the wire, gloo (bytes)"]

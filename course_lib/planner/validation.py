@@ -565,10 +565,14 @@ def plot_ratios(rows: Sequence[Row] | None = None, ax: Any = None) -> Any:
     """
     import matplotlib.pyplot as plt
 
+    from course_lib.base.diagrams import COLUMN_INCHES, SMALL, use_course_style
+
     rows = [row for row in (rows if rows is not None else validate())
             if row.run.kind != "fits"]
-    if ax is None:
-        _, ax = plt.subplots(figsize=(7, max(3.0, 0.22 * len(rows))))
+    if ax is None:  # the book's column wide, names in its smallest readable font
+        use_course_style()
+        _, ax = plt.subplots(figsize=(COLUMN_INCHES, max(3.0, 0.25 * len(rows))),
+                             layout="constrained")
     y = list(range(len(rows)))
     colours = ["tab:green" if row.within else "tab:red" for row in rows]
     ax.axvspan(*BAND, color="0.9", label=f"band {BAND[0]}-{BAND[1]}")
@@ -582,11 +586,11 @@ def plot_ratios(rows: Sequence[Row] | None = None, ax: Any = None) -> Any:
     ax.set_xticklabels([f"{t:g}" for t in ticks])
     ax.minorticks_off()
     ax.set_yticks(y)
-    ax.set_yticklabels([row.run.name for row in rows], fontsize=7)
+    ax.set_yticklabels([row.run.name for row in rows], fontsize=SMALL)
     ax.invert_yaxis()
     ax.set_xlabel("planner / published (log scale)")
     ax.set_ylabel("published run")
     ax.set_title("Planner against published runs")
-    ax.legend(loc="lower right", fontsize=7)
+    ax.legend(loc="lower right", fontsize=SMALL)
     return ax
 
