@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
@@ -15,6 +18,13 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+def ranks_import_from(monkeypatch: pytest.MonkeyPatch, folder: Path) -> None:
+    """Put ``folder`` first on PYTHONPATH for the test, so that the ranks ``launch`` starts
+    import modules from it (this process need not)."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(folder),
+                                                                  os.environ.get("PYTHONPATH")])))
 
 
 def tiny_gpt2(hidden: int, vocab: int, layers: int = 2, positions: int = 32, seed: int = 0,

@@ -33,6 +33,7 @@ import torch
 
 from course_lib.parallel import failures, launch
 from course_lib.parallel.launch import LaunchError
+from conftest import ranks_import_from
 
 ROOT = Path(__file__).resolve().parents[1]
 HELLO = "course_lib.parallel.launch:hello"
@@ -363,8 +364,7 @@ def rank_functions(tmp_path, monkeypatch):
     folder = tmp_path / "functions"
     folder.mkdir()
     (folder / "rank_functions.py").write_text(RANK_FUNCTIONS)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(folder),
-                                                                  os.environ.get("PYTHONPATH")])))
+    ranks_import_from(monkeypatch, folder)
     return folder
 
 
@@ -610,8 +610,7 @@ def killed_rank(tmp_path, monkeypatch):
     folder = tmp_path / "functions"
     folder.mkdir()
     (folder / "killed_rank.py").write_text(KILLED_RANK)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(folder),
-                                                                  os.environ.get("PYTHONPATH")])))
+    ranks_import_from(monkeypatch, folder)
 
 
 @pytest.mark.slow

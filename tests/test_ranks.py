@@ -13,6 +13,7 @@ from course_lib.exercises import ranks
 from course_lib.exercises.checker import Case, Misconception
 from course_lib.exercises.ranks import RankExercise, learner_source
 from course_lib.parallel import launch, warm_ranks
+from conftest import ranks_import_from
 
 HERE = Path(__file__).resolve().parent
 
@@ -59,8 +60,7 @@ EXERCISE = RankExercise(
 @pytest.fixture
 def importable(monkeypatch):
     """Let the ranks import this test module (for ``inputs``); the child processes running before the test."""
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(HERE),
-                                                                   os.environ.get("PYTHONPATH")])))
+    ranks_import_from(monkeypatch, HERE)
     return set(_children())  # what already ran (another test's browser, say): not the ranks'
 
 

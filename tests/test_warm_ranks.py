@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from course_lib.parallel import launch, lifetime, warm_ranks
+from conftest import ranks_import_from
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="warm ranks are Linux only")
@@ -39,8 +40,7 @@ def rank_module(tmp_path, monkeypatch):
     folder = tmp_path / "modules"
     folder.mkdir()
     (folder / "warm_facts.py").write_text(FACTS)
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(folder),
-                                                                  os.environ.get("PYTHONPATH")])))
+    ranks_import_from(monkeypatch, folder)
     temp = tmp_path / "tmp"
     temp.mkdir()
     monkeypatch.setenv("TMPDIR", str(temp))
