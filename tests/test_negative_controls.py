@@ -796,6 +796,50 @@ def one_f_one_b_as_tuples(stage, stages, micro_batches):
     return [(e[0], int(e[1:])) for e in ch11_lab._one_f_one_b(stage, stages, micro_batches)]
 
 
+# =============================================================================================
+# Chapter 12: the online-softmax merge and the all-to-all's split sizes
+# =============================================================================================
+
+
+def merge_lse_as_max(out_a, lse_a, out_b, lse_b):
+    """The larger log-sum-exp kept as the joint one: the joint denominator is the sum."""
+    lse = torch.logaddexp(lse_a, lse_b)
+    out = torch.exp(lse_a - lse)[..., None] * out_a + torch.exp(lse_b - lse)[..., None] * out_b
+    return out, torch.maximum(lse_a, lse_b)
+
+
+def merge_weights_swapped(out_a, lse_a, out_b, lse_b):
+    """Each output weighted by the other's share of the denominator."""
+    lse = torch.logaddexp(lse_a, lse_b)
+    out = torch.exp(lse_b - lse)[..., None] * out_a + torch.exp(lse_a - lse)[..., None] * out_b
+    return out, lse
+
+
+def merge_in_float32(out_a, lse_a, out_b, lse_b):
+    """The merge computed in float32: the partial results are float64, and so is the text's."""
+    lse = torch.logaddexp(lse_a.float(), lse_b.float())
+    out = (torch.exp(lse_a.float() - lse)[..., None] * out_a.float()
+           + torch.exp(lse_b.float() - lse)[..., None] * out_b.float())
+    return out, lse
+
+
+def split_as_tensor(assignments, experts, ep):
+    """The counts as a tensor: the text asks for a list of whole numbers."""
+    return torch.bincount(assignments.reshape(-1) // (experts // ep), minlength=ep)
+
+
+def split_off_by_one(assignments, experts, ep):
+    """Expert e placed on rank (e + 1) // (E / ep): the first expert of each rank slips back."""
+    owner = (assignments.reshape(-1) + 1) // (experts // ep)
+    return torch.bincount(owner.clamp(max=ep - 1), minlength=ep).tolist()
+
+
+def split_first_choice_only(assignments, experts, ep):
+    """Only each token's first expert counted: every kept assignment is a row to send."""
+    rows = assignments[:, 0] if assignments.dim() == 2 else assignments
+    return torch.bincount(rows // (experts // ep), minlength=ep).tolist()
+
+
 #: Further wrong answers per exercise, "lab module.exercise".
 WRONG_ANSWERS: dict[str, tuple[Callable[..., Any], ...]] = {
     "ch01_lab.bert_masking": (masking_selects_at_015, masking_random_above_09,
@@ -835,6 +879,8 @@ WRONG_ANSWERS: dict[str, tuple[Callable[..., Any], ...]] = {
     "ch11_lab.mesh_groups": (mesh_as_tensors, mesh_one_based, mesh_leaders_only),
     "ch11_lab.one_f_one_b": (one_f_one_b_from_one, one_f_one_b_no_cooldown,
                              one_f_one_b_as_tuples),
+    "ch12_lab.merge": (merge_lse_as_max, merge_weights_swapped, merge_in_float32),
+    "ch12_lab.split_sizes": (split_as_tensor, split_off_by_one, split_first_choice_only),
 }
 # The Dutch edition's exercises are chapter 4's in Dutch: the same wrong answers, Dutch feedback.
 WRONG_ANSWERS["nl_lab.absmax_int8"] = WRONG_ANSWERS["ch04_lab.absmax_int8"]
@@ -955,6 +1001,14 @@ WRONG_PREDICTIONS: dict[str, tuple[Any, ...]] = {
         {"model states": 16 * _PSI_70B / 64 / 1e9, "a gathered block": 2 * _BLOCK_70B / 8 / 1e9},
         # a separate FP32 master copy too: 20 bytes per parameter of states
         {"model states": 20 * _PSI_70B / 64, "a gathered block": 2 * _BLOCK_70B / 8},
+    ),
+    "ch12_lab.ring_bytes": (
+        # the backward as the gradients' cp steps alone, K and V not passed on again
+        {"forward": 32_768, "backward": 65_536},
+        # kB, not bytes
+        {"forward": 32.768, "backward": 98.304},
+        # the right total with forward and backward swapped: each part is graded
+        {"forward": 98_304, "backward": 32_768},
     ),
 }
 # The Dutch edition's prediction is chapter 4's, its parts named in Dutch.

@@ -132,6 +132,11 @@ PARTS: tuple[tuple[str, tuple[Chapter, ...]], ...] = (
                 "ranks, sequence parallelism, GPipe and 1F1B pipelines and their bubble "
                 "measured, checkpointing, a 2-D mesh, and how real runs lay out their GPUs",
                 (60, 120), (2, 8, 9)),
+        Chapter(12, "Long sequences and many experts", "12_long_sequences_and_experts.ipynb",
+                "Context parallelism (an all-gather of K and V, the pass-KV ring with the "
+                "online softmax, causal load balance) and expert parallelism (router, "
+                "capacity, all-to-all) on two ranks; Llama 3's 128K stage and DeepSeek-V3",
+                (60, 105), (8, 11)),
     )),
 )  # fmt: skip
 #: Every chapter, in order.

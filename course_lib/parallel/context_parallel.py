@@ -62,7 +62,7 @@ TOLERANCE = {"float64": 1e-10, "float32": 1e-4}
 def check_cp_degree(seq_len: int, cp: int, balanced: bool) -> None:
     """Refuse a sequence that does not cut into ``cp`` (or ``2 cp`` balanced) equal chunks.
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
     if isinstance(cp, bool) or not isinstance(cp, int) or cp < 1:
         raise ValueError(f"the context-parallel degree must be a whole number >= 1, got {cp!r}.")
@@ -78,7 +78,7 @@ def check_cp_degree(seq_len: int, cp: int, balanced: bool) -> None:
 def rank_chunks(rank: int, cp: int, balanced: bool) -> list[int]:
     """The chunks of the sequence that ``rank`` holds: ``[r]``, or ``[r, 2 cp - 1 - r]`` balanced.
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
     return [rank, 2 * cp - 1 - rank] if balanced else [rank]
 
@@ -86,7 +86,7 @@ def rank_chunks(rank: int, cp: int, balanced: bool) -> list[int]:
 def rank_positions(rank: int, cp: int, seq_len: int, balanced: bool) -> torch.Tensor:
     """The positions (token indices) that ``rank`` holds, in its local order.
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
     check_cp_degree(seq_len, cp, balanced)
     size = seq_len // (2 * cp if balanced else cp)
@@ -101,7 +101,7 @@ def causal_work(seq_len: int, cp: int, causal: bool = True, balanced: bool = Fal
     computed whole and then masked. Without load balancing rank ``r`` computes ``r + 1``
     blocks of ``(s / cp)^2``; with it every rank computes ``2 cp + 1`` of ``(s / 2cp)^2``.
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
     check_cp_degree(seq_len, cp, balanced)
     n = 2 * cp if balanced else cp
@@ -117,7 +117,7 @@ def causal_work(seq_len: int, cp: int, causal: bool = True, balanced: bool = Fal
 def load_imbalance(loads: Sequence[float]) -> float:
     """The busiest rank's load over the mean: 1 when balanced, ``cp`` when one rank does all.
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
     if not loads or min(loads) < 0 or sum(loads) == 0:
         raise ValueError(f"loads must be numbers >= 0, not all zero; got {list(loads)!r}.")
@@ -131,7 +131,7 @@ def kv_bytes_per_rank(seq_len: int, cp: int, kv_heads: int, head_dim: int, eleme
     The same for the pass-KV ring (``cp - 1`` steps, each one K/V block) and for a ring
     all-gather of K and V; ``batch`` sequences send ``batch`` times as much.
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
     return (cp - 1) * 2 * (seq_len // cp) * kv_heads * head_dim * element * batch
 
@@ -166,7 +166,7 @@ def attention_block(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     :func:`merge` needs to combine this block's output with another's. A row that sees no key
     gets output 0 and log-sum-exp -inf.
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
     s = _scores(q, k, q_pos, k_pos)
     lse = torch.logsumexp(s, dim=-1)  # (b, h, n_q)
@@ -184,7 +184,7 @@ def merge(out_a: torch.Tensor, lse_a: torch.Tensor, out_b: torch.Tensor,
     by its share of it: ``lse = log(exp(lse_a) + exp(lse_b))``,
     ``out = exp(lse_a - lse) out_a + exp(lse_b - lse) out_b``. The online softmax.
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
     lse = torch.logaddexp(lse_a, lse_b)
     out = torch.exp(lse_a - lse)[..., None] * out_a + torch.exp(lse_b - lse)[..., None] * out_b
@@ -204,7 +204,7 @@ def attention_block_backward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     ``dK = dS^T Q / sqrt(d)``. Summed over the blocks of a row, this is the gradient of the
     whole attention, so a ring can compute it one block at a time.
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
     heads, kv_heads, scale = q.shape[1], k.shape[1], 1 / math.sqrt(q.shape[-1])
     p = torch.exp(_scores(q, k, q_pos, k_pos) - lse[..., None])  # (b, h, n_q, n_k)
@@ -224,7 +224,7 @@ class CPTraffic:
     send; the all-gather: what a ring collective sends, :func:`course_lib.parallel.wire.
     ring_sent`); ``score_elements`` the attention scores it computed in the forward pass.
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
 
     forward_bytes: int = 0
@@ -235,7 +235,7 @@ class CPTraffic:
 class GatherSequence(torch.autograd.Function):
     """All-gather along the sequence (dimension 3 of a stacked K/V) forward, reduce-scatter back.
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
 
     @staticmethod
@@ -282,7 +282,7 @@ def allgather_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causa
     rows, laid out by :func:`rank_positions`. Each of its query chunks reads the keys it may
     see (causal: those at or before its last position), in one softmax.
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
     cp, rank = dist.get_world_size(group), dist.get_rank(group)
     mine = rank_chunks(rank, cp, balanced)
@@ -326,7 +326,7 @@ def _pairs(rank: int, source: int, cp: int, balanced: bool,
 class RingAttention(torch.autograd.Function):
     """The pass-KV ring, forward and backward written out (see :func:`ring_attention`).
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
 
     @staticmethod
@@ -417,7 +417,7 @@ def ring_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bo
     each into its running output (:func:`merge`). ``traffic`` (a :class:`CPTraffic`) counts
     the bytes sent and scores computed.
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
     return RingAttention.apply(q, k, v, causal, balanced, group, traffic)
 
@@ -434,7 +434,7 @@ class CPCheck:
     ``activation_bytes`` is what this rank holds of q, k, v and an output-sized tensor,
     ``single_activation_bytes`` one process's: ``cp`` times as much.
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
 
     rank: int
@@ -464,7 +464,7 @@ def cp_attention_check(seq_len: int = 32, heads: int = 4, kv_heads: int = 2, hea
     ``scaled_dot_product_attention`` (``enable_gqa``), then its own rows by
     :func:`allgather_attention` and by :func:`ring_attention`, and compares.
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
     worker = launch.init_worker()
     cp, rank = worker.world_size, worker.rank
@@ -501,7 +501,7 @@ def cp_attention_check(seq_len: int = 32, heads: int = 4, kv_heads: int = 2, hea
 def run_many(runs: list[dict[str, Any]]) -> list[CPCheck]:
     """Worker: several :func:`cp_attention_check` runs in one process group.
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
     return [cp_attention_check(**run) for run in runs]
 
@@ -513,7 +513,7 @@ def launch_cp_check(nprocs: int = 2, runs: list[dict[str, Any]] | None = None,
     Each run is a dictionary of :func:`cp_attention_check`'s arguments; a sequence that does
     not cut into the ranks' chunks is refused here, before any rank starts.
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
     runs = runs if runs is not None else [{}]
     for run in runs:
@@ -529,7 +529,7 @@ def launch_cp_check(nprocs: int = 2, runs: list[dict[str, Any]] | None = None,
 def check_flags(args: argparse.Namespace, world_size: int) -> None:
     """Refuse flags that do not split across torchrun's ranks, naming them.
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
     try:
         check_cp_degree(args.seq_len, world_size, not args.unbalanced)
@@ -544,7 +544,7 @@ def check_flags(args: argparse.Namespace, world_size: int) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """The torchrun entry point: both schedules on the ranks; each rank prints a line.
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
     parser = launch.RankArgumentParser(
         prog="torchrun --nproc-per-node=N -m course_lib.parallel.context_parallel",

@@ -59,7 +59,7 @@ def check_moe(experts: int, k: int, capacity_factor: float, ep: int = 1, nodes: 
               node_limit: int | None = None) -> None:
     """Refuse a layer or a spread that cannot work, with what to do instead.
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
     for name, value in (("experts", experts), ("top-k", k), ("ep", ep), ("nodes", nodes)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -98,7 +98,7 @@ def route(logits: torch.Tensor, k: int, bias: torch.Tensor | None = None, nodes:
     its ``k // node_limit`` best scores, and only experts on a token's best ``node_limit``
     nodes can be chosen (DeepSeek-V3's node-limited routing).
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
     probs = logits.softmax(dim=-1)  # (T, E)
     scores = probs.detach() if bias is None else probs.detach() + bias
@@ -116,7 +116,7 @@ def route(logits: torch.Tensor, k: int, bias: torch.Tensor | None = None, nodes:
 def expert_capacity(tokens: int, experts: int, k: int, capacity_factor: float) -> int:
     """Token slots each expert has for a group: ``ceil(capacity_factor * tokens * k / experts)``.
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
     return math.ceil(capacity_factor * tokens * k / experts)
 
@@ -126,7 +126,7 @@ def keep_within_capacity(chosen: torch.Tensor, experts: int, capacity: int) -> t
 
     All tokens' first choices queue before any second choice; within a choice, in token order.
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
     queue = chosen.t().reshape(-1)  # choice-major: (k * T,)
     place = F.one_hot(queue, experts).cumsum(0).gather(1, queue[:, None]).squeeze(1) - 1
@@ -140,7 +140,7 @@ def load_balancing_loss(probs: torch.Tensor, chosen: torch.Tensor, experts: int)
     drop; for ``k = 1`` Switch's fraction of tokens), ``P_e`` the mean router probability of
     ``e``. Only ``P`` carries a gradient.
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
     f = torch.bincount(chosen.reshape(-1), minlength=experts).to(probs.dtype) / chosen.numel()
     return experts * (f * probs.mean(0)).sum()
@@ -149,7 +149,7 @@ def load_balancing_loss(probs: torch.Tensor, chosen: torch.Tensor, experts: int)
 def expert_ffn(x: torch.Tensor, w_in: torch.Tensor, w_out: torch.Tensor) -> torch.Tensor:
     """One expert: a two-layer feed-forward network, ``gelu(x W_in) W_out``.
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
     return F.gelu(x @ w_in) @ w_out
 
@@ -161,7 +161,7 @@ def split_sizes(assignments: torch.Tensor, experts: int, ep: int) -> list[int]:
     are laid out contiguously, ``E / ep`` per rank, so expert ``e`` lives on rank
     ``e // (E / ep)``.
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
     check_moe(experts, 1, 1.0, ep)
     owner = torch.div(assignments.reshape(-1), experts // ep, rounding_mode="floor")
@@ -175,7 +175,7 @@ class MoEOutput:
     ``output`` ``(T, h)``; ``aux_loss`` one :func:`load_balancing_loss` per group; ``chosen``
     and ``kept`` ``(T, k)``: each token's experts and whether each took it.
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
 
     output: torch.Tensor
@@ -192,7 +192,7 @@ class MixtureOfExperts(nn.Module):
     GShard's groups; one group per expert-parallel rank makes it equal to
     :func:`expert_parallel_moe`).
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
 
     def __init__(self, hidden: int, ffn: int, experts: int, k: int = 2,
@@ -234,7 +234,7 @@ class MixtureOfExperts(nn.Module):
 class AllToAll(torch.autograd.Function):
     """``all_to_all_single`` with uneven splits; its gradient goes back by the reverse one.
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
 
     @staticmethod
@@ -264,7 +264,7 @@ class EPTraffic:
     back what the rank received, so over the group it equals dispatch, while one rank's can
     exceed its own bound when the router favours its experts (up to its capacity).
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
 
     dispatch_bytes: int = 0
@@ -288,7 +288,7 @@ def expert_parallel_moe(x: torch.Tensor, router: torch.Tensor, w_in: torch.Tenso
     (:class:`AllToAll`), run the local experts, combine the results back, and add them up
     weighted by the gates.
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
     ep, local = dist.get_world_size(group), w_in.shape[0]
     experts = ep * local
@@ -333,7 +333,7 @@ class EPCheck:
     assignments one process dropped in this rank's group; ``bytes_bound``: ``T * k * h * e``,
     the most a rank can send in dispatch (and in combine).
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
 
     rank: int
@@ -362,7 +362,7 @@ def ep_moe_check(tokens: int = 16, hidden: int = 8, ffn: int = 16, experts: int 
     the ranks. ``skew`` biases the router's choice towards the first experts
     (``skew * (1 - e / E)``), so the first rank receives more rows.
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
     worker = launch.init_worker()
     ep, rank = worker.world_size, worker.rank
@@ -404,7 +404,7 @@ def ep_moe_check(tokens: int = 16, hidden: int = 8, ffn: int = 16, experts: int 
 def run_many(runs: list[dict[str, Any]]) -> list[EPCheck]:
     """Worker: several :func:`ep_moe_check` runs in one process group.
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
     return [ep_moe_check(**run) for run in runs]
 
@@ -417,7 +417,7 @@ def launch_ep_check(nprocs: int = 2, runs: list[dict[str, Any]] | None = None,
     across the ranks, a top-k over the experts, a capacity factor <= 0 are refused here,
     before any rank starts.
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
     runs = runs if runs is not None else [{}]
     for run in runs:
@@ -435,7 +435,7 @@ class NodeTraffic:
     to (once per node, then forwarded inside it over NVLink, as DeepSeek-V3 does), the bytes,
     and the seconds on ``link`` by the alpha-beta model.
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
 
     link: str
@@ -455,7 +455,7 @@ def node_traffic(tokens: int = 4096, hidden: int = 7168, experts: int = 256, k: 
     :func:`course_lib.parallel.cost_model.ring_time` of an all-gather whose rank sends the
     same bytes: an all-to-all by pairwise exchange also takes ``nodes - 1`` steps.
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
     check_moe(experts, k, 1.0, 1, nodes, node_limit)
     draw = torch.Generator().manual_seed(seed)
@@ -477,7 +477,7 @@ def node_traffic(tokens: int = 4096, hidden: int = 7168, experts: int = 256, k: 
 def check_flags(args: argparse.Namespace, world_size: int) -> None:
     """Refuse a layer that does not spread over torchrun's ranks, naming the flags.
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
     try:
         check_moe(args.experts, args.top_k, args.capacity_factor, world_size)
@@ -490,7 +490,7 @@ def check_flags(args: argparse.Namespace, world_size: int) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """The torchrun entry point: the layer spread over the ranks; each rank prints a line.
 
-    Used by the library's other modules.
+    Chapter 12, *Long sequences and many experts*.
     """
     parser = launch.RankArgumentParser(
         prog="torchrun --nproc-per-node=N -m course_lib.parallel.experts",

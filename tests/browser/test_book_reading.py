@@ -44,7 +44,8 @@ DESKTOP, PHONE = 1280, 390
 WIDTHS = (DESKTOP, PHONE)
 CHAPTERS = ["01_pretraining_objectives", "02_memory_wall", "03_number_formats",
             "04_quantizing_pi", "05_quantization", "06_pruning", "07_gptq", "08_ddp",
-            "09_zero_fsdp", "10_hardware", "11_beyond_data_parallelism", "nl/kwantisatie"]
+            "09_zero_fsdp", "10_hardware", "11_beyond_data_parallelism",
+            "12_long_sequences_and_experts", "nl/kwantisatie"]
 QUIZ_IMPORT = re.compile(r"^\s*from\s+course_lib\.chapters\.(\w+)\s+import\s+quiz\b", re.M)
 QUIZ_CALL = re.compile(r"\bquiz\.(q\d+)\s*\(")
 #: The cells the book collapses whole (setup, worked solutions, hidden checks): left as they are.
