@@ -49,10 +49,12 @@ from course_lib.parallel import ddp, launch, wire
 from course_lib.parallel.tensor_parallel_communications import (all_gather_sequence,
                                                                  reduce_scatter_sequence)
 
-__all__ = ["CPCheck", "CPTraffic", "GatherSequence", "RingAttention", "allgather_attention",
-           "attention_block", "attention_block_backward", "causal_work", "check_cp_degree",
-           "cp_attention_check", "kv_bytes_per_rank", "launch_cp_check", "load_imbalance",
-           "main", "merge", "rank_chunks", "rank_positions", "ring_attention", "run_many"]
+__all__ = ["CPCheck", "CPTraffic", "GatherSequence", "RingAttention",
+           "add_check_arguments", "allgather_attention", "attention_block",
+           "attention_block_backward", "causal_work", "check_cp_degree",
+           "cp_attention_check", "finish_check", "kv_bytes_per_rank", "launch_cp_check",
+           "load_imbalance", "main", "merge", "rank_chunks", "rank_positions",
+           "ring_attention", "run_many"]
 
 Group = Any  # a torch.distributed ProcessGroup, or None for the whole world
 #: The largest gap from one process that ``--check`` accepts, by dtype.
@@ -558,10 +560,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-causal", action="store_true", help="attend to every position")
     parser.add_argument("--unbalanced", action="store_true",
                         help="one chunk per rank instead of two mirrored ones")
-    parser.add_argument("--dtype", choices=tuple(TOLERANCE), default="float64")
-    parser.add_argument("--seed", type=launch.whole_number(0), default=0)
-    parser.add_argument("--check", action="store_true",
-                        help="exit 1 if a gap from one process is over the dtype's tolerance")
+    add_check_arguments(parser)
     args = ddp.parse_run_arguments(parser, argv, check_flags)
     r = cp_attention_check(args.seq_len, args.heads, args.kv_heads, args.head_dim, args.batch,
                            not args.no_causal, not args.unbalanced, args.seed, args.dtype)
@@ -571,9 +570,27 @@ def main(argv: Sequence[str] | None = None) -> int:
                f"{max(r.gaps['ring'].values()):.1e}; ring sent {ring.forward_bytes:,} bytes "
                f"forward (formula {r.bytes_formula:,}), all-gather {gather.forward_bytes:,}; "
                f"{ring.score_elements:,} scores computed (formula {r.work_formula:,})")
-    passed = not args.check or r.max_gap <= TOLERANCE[args.dtype]
+    return finish_check(r.rank, r.max_gap, args)
+
+
+def add_check_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options chapter 12's scripts share: ``--dtype``, ``--seed`` and ``--check``.
+
+    Chapter 12, *Long sequences and many experts*.
+    """
+    parser.add_argument("--dtype", choices=tuple(TOLERANCE), default="float64")
+    parser.add_argument("--seed", type=launch.whole_number(0), default=0)
+    parser.add_argument("--check", action="store_true", help="exit 1 on a gap over tolerance")
+
+
+def finish_check(rank: int, gap: float, args: argparse.Namespace) -> int:
+    """Leave the group; exit code 1 (said) when ``--check`` finds ``gap`` over tolerance.
+
+    Chapter 12, *Long sequences and many experts*.
+    """
+    passed = not args.check or gap <= TOLERANCE[args.dtype]
     if not passed:
-        launch.say(f"rank {r.rank}: check failed, a gap is over {TOLERANCE[args.dtype]:g}")
+        launch.say(f"rank {rank}: check failed, a gap is over {TOLERANCE[args.dtype]:g}")
     launch.shutdown()
     return 0 if passed else 1
 

@@ -43,7 +43,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from course_lib.parallel import cost_model, ddp, launch
-from course_lib.parallel.context_parallel import load_imbalance
+from course_lib.parallel.context_parallel import (add_check_arguments, finish_check,
+                                                  load_imbalance)
 
 __all__ = ["AllToAll", "EPCheck", "EPTraffic", "MixtureOfExperts", "MoEOutput", "NodeTraffic",
            "check_moe", "ep_moe_check", "expert_capacity", "expert_ffn", "expert_parallel_moe",
@@ -51,8 +52,6 @@ __all__ = ["AllToAll", "EPCheck", "EPTraffic", "MixtureOfExperts", "MoEOutput", 
            "node_traffic", "route", "run_many", "split_sizes"]
 
 Group = Any  # a torch.distributed ProcessGroup, or None for the whole world
-#: The largest gap from one process that ``--check`` accepts, by dtype.
-TOLERANCE = {"float64": 1e-10, "float32": 1e-4}
 
 
 def check_moe(experts: int, k: int, capacity_factor: float, ep: int = 1, nodes: int = 1,
@@ -505,10 +504,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--capacity-factor", type=float, default=1.0)
     parser.add_argument("--skew", type=float, default=0.0,
                         help="bias the router towards the first experts")
-    parser.add_argument("--dtype", choices=tuple(TOLERANCE), default="float64")
-    parser.add_argument("--seed", type=launch.whole_number(0), default=0)
-    parser.add_argument("--check", action="store_true",
-                        help="exit 1 if a gap from one process is over the dtype's tolerance")
+    add_check_arguments(parser)
     args = ddp.parse_run_arguments(parser, argv, check_flags)
     r = ep_moe_check(args.tokens, args.hidden, args.ffn, args.experts, args.top_k,
                      args.capacity_factor, args.skew, seed=args.seed, dtype=args.dtype)
@@ -522,11 +518,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                f"other ranks; at most {r.bytes_bound:,}), combine {t.combine_bytes:,}; "
                f"{t.dropped} of {t.assignments} assignments dropped; rows received "
                f"{t.rows_received} (imbalance {load_imbalance(counted.tolist()):.2f})")
-    passed = not args.check or r.max_gap <= TOLERANCE[args.dtype]
-    if not passed:
-        launch.say(f"rank {r.rank}: check failed, a gap is over {TOLERANCE[args.dtype]:g}")
-    launch.shutdown()
-    return 0 if passed else 1
+    return finish_check(r.rank, r.max_gap, args)
 
 
 if __name__ == "__main__":
