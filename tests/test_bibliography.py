@@ -162,6 +162,9 @@ def test_entry_is_complete(entry):
     assert fields.get("author") or fields.get("organization"), (
         f"{where}: no author or organisation")
     assert fields.get("title"), f"{where}: no title"
+    names = [n.strip() for n in re.split(r"\s+and\s+", fields.get("author", ""))]
+    assert names[-1] != "others" or len(names) >= 3, (  # "A and others" cites as "A and others"
+        f"{where}: name at least two authors before 'and others', so that it cites as 'et al.'")
     assert re.fullmatch(r"(19|20)\d\d", fields.get("year", "")), (
         f"{where}: year must be four digits")
     missing = REQUIRED_BY_TYPE[entry["type"]] - fields.keys()
