@@ -139,6 +139,22 @@ PARTS: tuple[tuple[str, tuple[Chapter, ...]], ...] = (
                 (60, 105), (8, 11)),
     )),
 )  # fmt: skip
+#: Terms the book's search ranks a chapter first for, by number: index entries that
+#: book/_ext/course_reading.py puts at the chapter's title (tests/browser/test_book_search.py).
+KEYWORDS: dict[int, tuple[str, ...]] = {
+    1: ("pretraining objectives", "perplexity", "span corruption"),
+    2: ("memory wall", "optimizer states", "activation memory"),
+    3: ("number formats", "BF16", "FP8", "loss scaling"),
+    4: ("INT4", "absmax"),
+    5: ("quantization", "NF4", "AWQ", "QLoRA"),
+    6: ("pruning", "Wanda", "2:4 sparsity"),
+    7: ("GPTQ", "SparseGPT"),
+    8: ("DDP", "data parallelism", "ring all-reduce"),
+    9: ("ZeRO", "FSDP", "sharding"),
+    10: ("roofline", "MFU", "hardware"),
+    11: ("tensor parallelism", "pipeline parallelism", "1F1B"),
+    12: ("context parallelism", "expert parallelism", "mixture of experts"),
+}
 #: Every chapter, in order.
 CHAPTERS: tuple[Chapter, ...] = tuple(c for _, chapters in PARTS for c in chapters)
 #: Editions in other languages: each its own part of the book, after the chapters.

@@ -47,6 +47,7 @@ from typing import Any
 import nbformat
 from docutils import nodes
 from docutils.parsers.rst import Directive
+from sphinx import addnodes
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
@@ -429,6 +430,23 @@ def arrange(doctree: nodes.document, docname: str,
             holder.replace(block, checked(folded, language))
 
 
+#: A chapter's key terms (tools/notebooks.py's KEYWORDS), by its page's name.
+KEYWORDS = {f"notebooks/{Path(c.notebook).stem}": TOOLS.KEYWORDS.get(c.number, ())
+            for c in TOOLS.CHAPTERS}
+
+
+def index_keywords(doctree: nodes.document, docname: str) -> None:
+    """Put the chapter's key terms in the index at its title: the search then ranks the
+    chapter first for them, as it ranks the glossary for its terms."""
+    terms = KEYWORDS.get(docname)
+    section = next(iter(doctree.findall(nodes.section)), None)
+    if not terms or section is None:
+        return
+    entries = [("single", term, "course-keywords", "main", None) for term in terms]
+    target = nodes.target("", "", ids=["course-keywords"])
+    section.insert(1, [addnodes.index(entries=entries), target])  # after the title
+
+
 def on_doctree_read(app: Sphinx, doctree: nodes.document) -> None:
     """Arrange each notebook's page as it is read."""
     docname = app.env.docname
@@ -437,6 +455,7 @@ def on_doctree_read(app: Sphinx, doctree: nodes.document) -> None:
         return
     cells = nbformat.read(path, as_version=4).cells
     arrange(doctree, docname, cells)
+    index_keywords(doctree, docname)
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
