@@ -24,15 +24,19 @@ from typing import Any, NoReturn
 import torch.distributed as dist
 
 __all__ = ["WATCH_INTERVAL", "alive", "die_with_parent", "end_own_group", "group_members",
-           "leave", "wait_for_peers", "watch_torchrun_agent"]
+           "leave", "sigterm_when_parent_dies", "wait_for_peers",
+           "watch_torchrun_agent"]
 
 #: Seconds between two looks at the parent by a rank's watching thread.
 WATCH_INTERVAL = 0.2
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>: the signal a process gets when its parent dies
 
 
-def _sigterm_when_parent_dies() -> None:
-    """On Linux, have the kernel send this process SIGTERM when its parent dies (prctl)."""
+def sigterm_when_parent_dies() -> None:
+    """On Linux, have the kernel send this process SIGTERM when its parent dies (prctl).
+
+    Used by the library's other modules.
+    """
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
@@ -79,7 +83,7 @@ def die_with_parent(launcher: int, results: Path, rank: int | None = None) -> No
 
     Used by the library's other modules.
     """
-    _sigterm_when_parent_dies()  # else the watching thread still notices
+    sigterm_when_parent_dies()  # else the watching thread still notices
     me, parent = os.getpid(), os.getppid()
 
     def orphaned() -> bool:
@@ -163,7 +167,7 @@ def watch_torchrun_agent() -> None:
 
     Used by the library's other modules.
     """
-    _sigterm_when_parent_dies()
+    sigterm_when_parent_dies()
     parent = os.getppid()
 
     def watch() -> None:

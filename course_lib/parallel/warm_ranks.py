@@ -24,7 +24,6 @@ from __future__ import annotations
 import array
 import atexit
 import contextlib
-import ctypes
 import importlib
 import io
 import json
@@ -42,6 +41,8 @@ import threading
 import time
 from typing import Any
 
+from course_lib.parallel import lifetime
+
 __all__ = ["PER_LAUNCH", "WarmProcess", "enabled", "server", "start", "stop_server"]
 
 #: Variables that ``launch`` sets for each rank: a server is reused whatever their values.
@@ -53,7 +54,6 @@ PER_LAUNCH = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_AD
 #: What every server imports before it forks its first rank.
 PRELOAD = ("torch", "torch.distributed", "course_lib.parallel.launch")
 _MESSAGE = 1 << 20  # bytes: the largest request (a launch's payload travels on the command line)
-_PR_SET_PDEATHSIG = 1
 
 
 def enabled() -> bool:
@@ -137,8 +137,7 @@ class _Server:
     def exit_code(self, pid: int) -> int | None:
         code = self.codes.get(pid)
         if code is None and not self.alive:  # no one reaps it now: it died with the server
-            from course_lib.parallel.lifetime import alive
-            code = None if alive(pid) else -signal.SIGTERM
+            code = None if lifetime.alive(pid) else -signal.SIGTERM
         return code
 
     def start(self, env: dict[str, str], argv: list[str], threads: int,
@@ -315,8 +314,7 @@ def serve(launcher: int, fd: int) -> None:
 
     Used by the library's other modules.
     """
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    lifetime.sigterm_when_parent_dies()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # so that "finally" cleans up
     sock = socket.socket(fileno=fd)
     learn = tempfile.mkdtemp(prefix="course-warm-")
@@ -327,7 +325,6 @@ def serve(launcher: int, fd: int) -> None:
 
 
 def _serve(launcher: int, sock: socket.socket, learn: str) -> None:
-    from course_lib.parallel.lifetime import alive
     _preload(list(PRELOAD))
     children: set[int] = set()
     pending: list[str] = []  # what the last ranks imported: imported here once they are done
@@ -336,7 +333,7 @@ def _serve(launcher: int, sock: socket.socket, learn: str) -> None:
     os.set_blocking(wake_write, False)
     signal.set_wakeup_fd(wake_write)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    while alive(launcher):
+    while lifetime.alive(launcher):
         ready, _, _ = select.select([sock, wake_read], [], [], 0.2)
         if wake_read in ready:
             with contextlib.suppress(BlockingIOError):

@@ -6,7 +6,6 @@ index at each chapter's title; without them a search for "ZeRO" ranked chapter 9
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -15,18 +14,9 @@ import pytest
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+import notebooks as TOOLS  # noqa: E402  (tools/notebooks.py, the maintainers' tool)
 
-
-def _tools():
-    spec = importlib.util.spec_from_file_location("course_tools_notebooks_search",
-                                                  ROOT / "tools" / "notebooks.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-TOOLS = _tools()
 CASES = [(term, Path(c.notebook).stem) for c in TOOLS.CHAPTERS
          for term in TOOLS.KEYWORDS.get(c.number, ())[:1]]
 
