@@ -2,7 +2,7 @@
 
 Run ``.venv/bin/python benchmarks/planner.py`` (a second on 2 CPU cores). It fits the one
 calibration (the planner's share of peak while computing, on the runs named in
-``course_lib.planner.validation.CALIBRATION_RUNS``), prints it, then predicts every other
+``course_lib.planner.runs.CALIBRATION_RUNS``), prints it, then predicts every other
 run of the validation set from its setting alone and prints one row per run: the
 published figure, the planner's, their ratio, whether it lies in the band 0.8-1.25, the
 planner's verdict on whether the run fits, and, for a miss, the reason where it can be
@@ -31,7 +31,8 @@ KNOWN = (
     "with checkpointing beat the one calibrated efficiency; pipelines of unknown "
     "interleaving are planned as plain 1F1B; memory leaves out buffers, fragmentation "
     "and temporaries at the peak, so a verdict within 10 % of the usable is too close "
-    "to call.")
+    "to call; DeepSeek-V3's FP8 products, its DualPipe overlap of "
+    "the all-to-alls and its node-limited FP8 dispatch are not modelled.")
 
 
 def main() -> int:

@@ -20,7 +20,14 @@ _PLAN_FLAGS = (
     ("--layers", "layers", "transformer layers"),
     ("--hidden", "hidden", "hidden size"),
     ("--heads", "heads", "attention heads"),
+    ("--kv-heads", "kv_heads", "key-value heads (grouped-query attention; default: the "
+     "preset's, else one per head)"),
     ("--vocab", "vocab", "vocabulary size"),
+    ("--experts", "experts", "experts of a mixture of experts (default: the preset's, else "
+     "1, dense)"),
+    ("--top-k", "top_k", "experts each token is routed to (default: the preset's, else 1)"),
+    ("--expert-params", "expert_params", "parameters inside the routed experts, e.g. 650B "
+     "(default: the preset's, else 0)"),
     ("--seq-len", "seq_len", "tokens per sequence (default: the preset's)"),
     ("--precision", "precision", "fp32, bf16-mixed (default), fp16-mixed or bf16"),
     ("--optimizer", "optimizer", "adam (default), adam-8bit, sgd-momentum or sgd"),
@@ -42,11 +49,14 @@ _PLAN_FLAGS = (
     ("--tp", "tp", "tensor-parallel degree, inside a node (default 1)"),
     ("--tp-overlap", "tp_overlap", "share of tensor parallelism's all-reduces hidden "
      "behind compute, 0-1 (default 0)"),
+    ("--cp", "cp", "context-parallel degree: each sequence split over this many GPUs "
+     "(default 1)"),
     ("--pp", "pp", "pipeline stages (default 1)"),
     ("--virtual-stages", "virtual_stages", "interleaved 1F1B: model chunks per GPU "
      "(default 1, plain 1F1B)"),
     ("--edge-layers", "edge_layers", "layers of the first and of the last stage, when "
      "fewer than the others (default: equal stages)"),
+    ("--ep", "ep", "expert-parallel degree, carved from the data-parallel GPUs (default 1)"),
     ("--micro-batches", "micro_batches", "micro-batches per replica and step (default: "
      "one sequence each)"),
     ("--global-batch", "global_batch", "sequences per step (default: the preset's)"),

@@ -23,7 +23,7 @@ import pytest
 
 from course_lib.numbers import i18n, memory
 from course_lib.parallel import cost_model, pipeline
-from course_lib.planner import inputs, model, report, texts
+from course_lib.planner import inputs, model, report, texts, widget
 from course_lib.planner.inputs import PRESETS, Plan
 from course_lib.planner.model import plan
 
@@ -69,6 +69,18 @@ def _random_plan(rng: random.Random) -> dict:
         )
     elif rng.random() < 0.2:
         p["seq_len"] = rng.choice([1024, 2048, 16384])
+    heads = p.get("heads", PRESETS[preset].shape.n_heads if preset != "custom" else 8)
+    if rng.random() < 0.3:  # grouped-query attention
+        p["kv_heads"] = rng.choice([1, 2, 8, heads, "4"])
+    if rng.random() < 0.3:  # a mixture of experts
+        p["experts"] = rng.choice([8, 16, 64, "256"])
+        p["top_k"] = rng.choice([1, 2, 8])
+        total = (inputs.read_number(p["params"]) if "params" in p
+                 else PRESETS[preset].params)
+        p["expert_params"] = rng.choice([0.5, 0.9, "0.5B"]) if rng.random() < 0.2 \
+            else round(rng.choice([0.5, 0.9]) * total)
+    elif preset == "deepseek-v3" and rng.random() < 0.3:
+        p.update(experts=1, top_k=1, expert_params=0)  # the same shape, dense
     p["precision"] = rng.choice(list(memory.PRECISIONS))
     p["optimizer"] = rng.choice(list(memory.OPTIMIZERS))
     p["gpu"] = rng.choice([*inputs.GPUS, "custom"])
@@ -96,6 +108,9 @@ def _random_plan(rng: random.Random) -> dict:
     p["tp"] = rng.choice([t for t in (1, 1, 2, 4, 8) if p["gpus_per_node"] % t == 0])
     p["pp"] = rng.choice([q for q in (1, 1, 2, 4, 8, 16) if gpus % (p["tp"] * q) == 0])
     if rng.random() < 0.3:
+        p["cp"] = rng.choice([c for c in (1, 2, 4, 8, 16)
+                              if gpus % (p["tp"] * p["pp"] * c) == 0])
+    if rng.random() < 0.3:
         p["tp_overlap"] = rng.choice([0, 0.3, "0.5", 1])
     layers = p.get("layers", 32)
     if p["pp"] > 1 and rng.random() < 0.4:
@@ -109,7 +124,12 @@ def _random_plan(rng: random.Random) -> dict:
     p["checkpointing"] = rng.random() < 0.4
     p["flash_attention"] = rng.random() < 0.8
     p["dropout"] = rng.random() < 0.3
-    dp = max(1, gpus // (p["tp"] * p["pp"]))
+    dp = max(1, gpus // (p["tp"] * p["pp"] * p.get("cp", 1)))
+    experts = int(p.get("experts", 256 if preset == "deepseek-v3" else 1))
+    if experts > 1 and rng.random() < 0.6:
+        group = dp * p.get("cp", 1)
+        p["ep"] = rng.choice([e for e in (1, 2, 4, 8, 16, 64)
+                              if experts % e == 0 and group % e == 0])
     if rng.random() < 0.6:
         micro = rng.choice([1, 2, 4, 8, 16, 32])
         p["micro_batches"] = micro
@@ -165,9 +185,22 @@ def _bad_plan(rng: random.Random) -> dict:
             p["gpu"] = "custom"
         return p
     kind = rng.choice(
-        ["tp", "heads", "pp", "mp", "shard", "batch", "missing", "gpus", "link", "memory"]
+        ["tp", "heads", "pp", "mp", "shard", "batch", "missing", "gpus", "link", "memory",
+         "kv", "cp", "moe", "ep"]
     )
-    if kind == "tp":
+    if kind == "kv":
+        p.update(kv_heads=rng.choice([3, 5, 7]))
+    elif kind == "cp":
+        p.update(cp=rng.choice([3, 16, 1024]), seq_len=rng.choice([1000, 4096, 4097]))
+    elif kind == "moe":
+        p.update(rng.choice([{"experts": 4, "top_k": 8}, {"expert_params": 1e9},
+                             {"experts": 8, "top_k": 2},
+                             {"experts": 8, "top_k": 2, "expert_params": 1e15}]))
+    elif kind == "ep":
+        p.update(rng.choice([{"ep": 2}, {"ep": 3, "experts": 8, "top_k": 2,
+                                          "expert_params": 1e9},
+                             {"ep": 64, "experts": 64, "top_k": 2, "expert_params": 1e9}]))
+    elif kind == "tp":
         p["tp"] = rng.choice([3, 16, 32])
     elif kind == "heads":
         p.update(
@@ -229,6 +262,12 @@ def _cases(n: int, seed: int = 30) -> list[tuple[dict, str]]:
         ({"model": "t5-11b", "gpu": "a100-80", "global_batch": 64}, "en"),
         ({"model": "llama2-70b", "nodes": 4}, "nl"),
         ({"offload": True, "zero": 2}, "en"),
+        ({"model": "llama3-405b", "nodes": 2048, "tp": 8, "cp": 16, "pp": 16,
+          "seq_len": 131072, "global_batch": 128, "zero": 2, "edge_layers": 7}, "en"),
+        ({"model": "deepseek-v3", "gpu": "h800", "nodes": 256, "pp": 16, "ep": 64,
+          "zero": 1}, "nl"),
+        ({"model": "llama2-70b", "nodes": 4, "cp": 4, "tp": 2, "ep": 2}, "en"),
+        ({"model": "llama2-70b", "nodes": 4, "cp": 3}, "nl"),
     ]
     out = list(fixed)
     while len(out) < n:
@@ -274,7 +313,7 @@ def _python(spec: dict, language: str) -> dict:
 )
 def test_javascript_equals_python_on_hundreds_of_plans():
     cases = _cases(N_PLANS)
-    payload = json.dumps({"tables": model.js_tables(), "cases": cases})
+    payload = json.dumps({"tables": widget.js_tables(), "cases": cases})
     done = subprocess.run(
         [NODE, "-e", _RUNNER, str(PLANNER_JS)],
         input=payload,
@@ -286,6 +325,7 @@ def test_javascript_equals_python_on_hundreds_of_plans():
     js = json.loads(done.stdout)
     assert len(js) == len(cases)
     kinds = {"result": 0, "error": 0, "fits": 0, "no fit": 0, "change": 0}
+    spread = {"cp": 0, "ep": 0, "experts": 0, "kv_heads": 0}
     for (spec, language), got in zip(cases, js):
         want = _python(spec, language)
         assert "crash" not in got, (spec, got["crash"])
@@ -302,12 +342,18 @@ def test_javascript_equals_python_on_hundreds_of_plans():
         kinds["result"] += 1
         kinds["fits" if want["result"]["memory"]["fits"] else "no fit"] += 1
         kinds["change"] += want["result"]["change"] is not None
+        setup = want["result"]["setup"]
+        for name in ("cp", "ep", "experts"):
+            spread[name] += setup[name] > 1
+        spread["kv_heads"] += setup["kv_heads"] != setup["heads"]
     # The sample reaches every outcome: plans that fit, that do not, changes found,
     # errors.
     assert kinds["result"] >= 200 and kinds["error"] >= 150, kinds
     assert (
         kinds["fits"] >= 50 and kinds["no fit"] >= 50 and kinds["change"] >= 20
     ), kinds
+    # Context and expert parallelism, mixtures and grouped-query attention are drawn.
+    assert min(spread.values()) >= 30, spread
 
 
 # --------------------------------------------------------------------------------------
@@ -406,8 +452,12 @@ def test_step_time_by_hand():
     # split 2 ways), 8 micro-batches, three passes with recomputation, 3.35 TB/s.
     bound = 8 * 3 * 16 * (16 * 4096 * 4096 * 2 / 2) / 3.35e12
     assert t.memory_bound == pytest.approx(bound, rel=1e-12)
+    # Attention's Q K^T and A V: 4 s h per token, layer and pass (forward, backward
+    # twice, recomputed forward), half of it under a causal mask in a fused kernel.
+    attention = 4 * (4 * 32 * 4096 * 4096) / 2 * tokens
+    assert model.attention_flops(s) == attention
     assert t.compute == pytest.approx(
-        8 * 6.74e9 * tokens / (32 * 989.5e12 * 0.5) + bound, rel=1e-12
+        (8 * 6.74e9 * tokens + attention) / (32 * 989.5e12 * 0.5) + bound, rel=1e-12
     )
     message = 4096 * 1 * 4096 * 2
     nvlink = cost_model.LINKS["NVLink 4 (H100)"]
@@ -444,9 +494,8 @@ def test_data_parallel_communication_hides_behind_compute_or_not():
     assert slow.dp > 0 and slow.dp_exposed == pytest.approx(
         max(0, slow.dp - 2 / 3 * slow.compute)
     )
-    fast = plan(
-        model="llama2-7b", nodes=16, zero=3, global_batch=128, micro_batches=1
-    )
+    fast = plan(model="llama2-7b", nodes=16, zero=3, global_batch=128,
+                micro_batches=1, seq_len=2048)
     # FSDP: one all-gather per layer in the forward pass, one more and a reduce-scatter
     # in the backward pass; each prefetched behind the compute of its pass but the first.
     cluster = cost_model.Cluster("NVLink 4 (H100)", "InfiniBand NDR", 8)
@@ -455,15 +504,39 @@ def test_data_parallel_communication_hides_behind_compute_or_not():
     forward, backward = t.compute / 3, 2 * t.compute / 3
     assert t.dp == pytest.approx(3 * 32 * one, rel=1e-12)
     assert t.dp_exposed == pytest.approx(
-        one + max(0, 32 * one - forward) + max(0, 64 * one - backward), rel=1e-12)
+        one + 31 * max(0, one - forward / 32) + max(0, 64 * one - backward), rel=1e-12)
     # On a slow network the gathers no longer hide.
     ethernet = plan(model="llama2-7b", nodes=16, zero=3, global_batch=128,
-                    micro_batches=1, network_link="eth-100g").time
+                    micro_batches=1, seq_len=2048, network_link="eth-100g").time
     assert ethernet.dp_exposed > 10 * t.dp_exposed
     offload = plan(model="llama2-7b", zero=2, offload=True).time
     assert offload.offload == pytest.approx(
         6.74e9 / 8 * 4 / 64e9
     )  # bf16 grads out, weights in
+
+
+def test_exposed_data_parallel_time_is_never_below_0_nor_above_all_of_it():
+    """Sweep ZeRO stages, micro-batches, pipelines and links: the part of data
+    parallelism compute does not hide lies in [0, dp]. DeepSeek-V3 on 16 stages with
+    ZeRO 1 has a micro-batch's forward shorter than one unit's gather."""
+    rng = random.Random(12)
+    seen = 0
+    for _ in range(300):
+        spec = dict(model=rng.choice(["llama2-7b", "llama3-405b", "deepseek-v3"]),
+                    zero=rng.choice([0, 1, 2, 3]), pp=rng.choice([1, 4, 16]),
+                    nodes=rng.choice([4, 64, 256]), gpu="h800",
+                    network_link=rng.choice(["ib-ndr", "eth-100g"]),
+                    micro_batches=rng.choice([None, 64]),
+                    checkpointing=rng.choice([False, True]))
+        try:
+            t = plan(**spec).time
+        except ValueError:
+            continue
+        seen += 1
+        assert 0 <= t.dp_exposed <= t.dp * (1 + 1e-12), (spec, t.dp_exposed, t.dp)
+    assert seen >= 150
+    deepseek = plan(model="deepseek-v3", gpu="h800", nodes=256, pp=16, zero=1).time
+    assert 0 < deepseek.dp_exposed <= deepseek.dp
 
 
 def test_interleaving_overlap_and_width_move_the_step_as_the_text_says():
@@ -605,8 +678,8 @@ def test_the_cheapest_change_is_the_first_that_fits():
         ),
         (
             {"gpu": "h200"},
-            "unknown GPU type 'h200'; valid values: a100-40, a100-80, h100, l40s, "
-            "custom",
+            "unknown GPU type 'h200'; valid values: a100-40, a100-80, h100, h800, "
+            "l40s, custom",
         ),
         (
             {"checkpointing": "yes"},
@@ -710,13 +783,18 @@ def test_presets_are_the_published_shapes():
         "llama2-70b": (68.98e9, 80, 8192, 64, 32000, 4096),
         "llama3-405b": (405e9, 126, 16384, 128, 128000, 8192),
         "t5-11b": (11.3e9, 48, 1024, 128, 32000, 512),
+        "deepseek-v3": (671e9, 61, 7168, 128, 129280, 4096),
     }
+    # DeepSeek-V3: 37B of its 671B parameters active per token (its section 1).
+    deepseek = plan(model="deepseek-v3", gpu="h800", nodes=256, pp=16, ep=64, zero=1)
+    assert model.active_params(deepseek.setup) == pytest.approx(37e9, rel=0.02)
+    assert (PRESETS["llama3-405b"].kv_heads, PRESETS["llama2-70b"].kv_heads) == (8, 8)
     # The decoders' shapes are memory.py's, not a second table.
     assert PRESETS["gpt3-175b"].shape is memory.MODEL_PRESETS["gpt3-175B"]
     assert PRESETS["llama3-405b"].shape is memory.MODEL_PRESETS["llama3-405B-shape"]
     assert all(
         p.source in ("brown2020gpt3", "touvron2023llama2", "dubey2024llama3",
-                     "raffel2020t5")
+                     "raffel2020t5", "deepseek2024v3")
         for p in PRESETS.values()
     )
 
@@ -756,7 +834,7 @@ def test_texts_are_in_both_languages_with_the_same_placeholders():
 
 
 def test_js_tables_carry_python_s_tables():
-    tables = model.js_tables()
+    tables = widget.js_tables()
     json.dumps(tables, allow_nan=False)
     assert (
         tables["links"]["nvlink4"]["bandwidth"]

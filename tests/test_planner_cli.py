@@ -152,8 +152,8 @@ def test_plan_with_every_kind_of_flag_and_in_dutch(capsys):
         ),
         (
             ["--gpu", "h200"],
-            "unknown GPU type 'h200'; valid values: a100-40, a100-80, h100, l40s, "
-            "custom",
+            "unknown GPU type 'h200'; valid values: a100-40, a100-80, h100, h800, "
+            "l40s, custom",
         ),
         (["--pp", "33"], "33 pipeline stages for 32 layers"),
         (

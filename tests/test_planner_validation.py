@@ -1,5 +1,5 @@
-"""The planner's validation set: published runs predicted from their settings alone
-(course_lib.planner.validation)."""
+"""The planner's validation set: published runs (course_lib.planner.runs) predicted from
+their settings alone (course_lib.planner.validation)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 matplotlib.use("Agg")
 
-from course_lib.planner import validation  # noqa: E402
+from course_lib.planner import runs, validation  # noqa: E402
 from course_lib.planner.model import plan  # noqa: E402
 
 BIB = Path(__file__).resolve().parents[1] / "book" / "references.bib"
@@ -27,19 +27,19 @@ def mfu() -> float:
 
 
 def test_the_set_is_large_and_from_several_sources():
-    runs = validation.RUNS
-    assert len(runs) >= MIN_RUNS
-    assert len({run.name for run in runs}) == len(runs), "run names are unique"
-    assert len({run.source for run in runs}) >= 5
+    published = runs.RUNS
+    assert len(published) >= MIN_RUNS
+    assert len({run.name for run in published}) == len(published), "names are unique"
+    assert len({run.source for run in published}) >= 5
     keys = set(re.findall(r"^@\w+\{([^,]+),", BIB.read_text(encoding="utf-8"), re.M))
-    assert {run.source for run in runs} <= keys, "every source is in the bibliography"
-    for run in runs:
-        assert run.kind in validation.KINDS
+    assert {run.source for run in published} <= keys, "every source is in the bibliography"
+    for run in published:
+        assert run.kind in runs.KINDS
         assert run.where and run.verified, run.name
         assert isinstance(run.value, bool) == (run.kind == "fits"), run.name
 
 
-@pytest.mark.parametrize("run", validation.RUNS, ids=lambda run: run.name)
+@pytest.mark.parametrize("run", runs.RUNS, ids=lambda run: run.name)
 def test_every_run_is_accepted_by_the_planner(run):
     assert "mfu" not in run.inputs, "the efficiency is the calibration, never an input"
     result = plan(**run.inputs)
@@ -49,7 +49,7 @@ def test_every_run_is_accepted_by_the_planner(run):
 def test_no_published_value_is_an_input_of_its_own_row(mfu):
     """Move every published figure: no prediction may move with it."""
     moved = [dataclasses.replace(run, value=(not run.value) if run.kind == "fits"
-                                 else run.value * 1.37) for run in validation.RUNS]
+                                 else run.value * 1.37) for run in runs.RUNS]
     before = validation.validate(mfu=mfu)
     after = validation.validate(moved, mfu=mfu)
     assert len(before) == len(after)
@@ -61,24 +61,24 @@ def test_no_published_value_is_an_input_of_its_own_row(mfu):
 
 def test_no_published_value_enters_the_calibration():
     """The calibration reads the named runs' figures; moving any other leaves it."""
-    named = set(validation.CALIBRATION_RUNS)
+    named = set(runs.CALIBRATION_RUNS)
     moved = tuple(run if run.name in named or run.kind == "fits"
                   else dataclasses.replace(run, value=run.value * 3)
-                  for run in validation.RUNS)
+                  for run in runs.RUNS)
     assert validation.calibrate(runs=moved) == validation.calibrate()
 
 
 def test_the_calibration_runs_are_left_out_of_the_rows(mfu):
     rows = validation.validate(mfu=mfu)
     names = {row.run.name for row in rows}
-    assert not names & set(validation.CALIBRATION_RUNS)
-    assert len(rows) == len(validation.RUNS) - len(validation.CALIBRATION_RUNS)
+    assert not names & set(runs.CALIBRATION_RUNS)
+    assert len(rows) == len(runs.RUNS) - len(runs.CALIBRATION_RUNS)
 
 
 def test_the_calibration_meets_its_target_on_its_runs(mfu):
     assert 0.05 < mfu < 1
-    runs = [run for run in validation.RUNS if run.name in validation.CALIBRATION_RUNS]
-    logs = [math.log(validation.predict(run, mfu)[0] / run.value) for run in runs]
+    chosen = [run for run in runs.RUNS if run.name in runs.CALIBRATION_RUNS]
+    logs = [math.log(validation.predict(run, mfu)[0] / run.value) for run in chosen]
     assert sum(logs) / len(logs) == pytest.approx(0, abs=1e-6)
 
 
@@ -91,13 +91,13 @@ def test_the_calibration_raises_when_its_target_is_unreachable(target):
 def test_the_calibration_refuses_unknown_or_verdict_runs():
     with pytest.raises(ValueError, match="no calibration runs"):
         validation.calibrate(["no such run"])
-    verdict = next(run.name for run in validation.RUNS if run.kind == "fits")
+    verdict = next(run.name for run in runs.RUNS if run.kind == "fits")
     with pytest.raises(ValueError, match="throughput runs"):
         validation.calibrate([verdict])
 
 
 def test_a_run_with_an_mfu_input_is_refused():
-    run = dataclasses.replace(validation.RUNS[0], inputs={**validation.RUNS[0].inputs,
+    run = dataclasses.replace(runs.RUNS[0], inputs={**runs.RUNS[0].inputs,
                                                           "mfu": 0.5})
     with pytest.raises(ValueError, match="calibration"):
         validation.predict(run, 0.4)
@@ -150,7 +150,7 @@ def test_the_landing_page_and_readme_state_the_validation_as_it_comes_out():
     assert f"next to {numeric} figures of published runs" in intro
     assert 0.6 < within / numeric < 0.75 and "about two thirds" in intro
     assert f"{within} of the {numeric} figures with a number" in readme
-    assert f"{len(validation.RUNS)} runs of Megatron-LM" in readme
+    assert f"{len(runs.RUNS)} runs of Megatron-LM" in readme
     assert f"the other {len(rows)} are" in readme
 
 

@@ -1,20 +1,24 @@
-"""The training planner's inputs: the plan as typed, presets, hardware, their checks.
+"""The training planner's inputs: the plan as typed and the checks of every input.
 
-Chapters 2, 9, 10 and 11 use the planner (:mod:`course_lib.planner.model`). A
+Chapters 2, 9, 10, 11 and 12 use the planner (:mod:`course_lib.planner.model`). A
 :class:`Plan` holds what a learner chose, as typed: numbers, or text from the command
 line or the view's boxes (``"7B"``, ``"2e12"``, ``"0.4"``); ``None`` stands for the
 default. :func:`check` reads and checks every input, in a fixed order, and returns a
 :class:`Setup` of plain numbers and the links it runs on, or raises a ValueError whose
 one line, in English or Dutch, says what to do. The planner's JavaScript
 (``planner.js``) runs the same checks in the same order, with the same texts:
-:func:`course_lib.planner.model.js_tables` hands it the tables below.
+:func:`course_lib.planner.widget.js_tables` hands it the tables. The presets, GPUs and
+links a plan names are :mod:`course_lib.planner.presets`'.
 
-Nothing here is a second table: the model shapes come from
-:data:`course_lib.numbers.memory.MODEL_PRESETS` (T5's excepted: an encoder-decoder is
-no GPT-like shape there), the GPUs from :data:`course_lib.hardware.roofline.DATASHEETS`,
-the links from :data:`course_lib.parallel.cost_model.LINKS`; the keys below only name
-them for the command line, and :data:`PRESETS` adds what the papers published about each
-training run.
+The GPUs are laid out as Llama 3's four dimensions (Dubey et al. 2024, section 3.3.2),
+innermost first: tensor ``t``, context ``c``, pipeline ``p``, data ``d``, so ``G = t c p
+d``. Context parallelism cuts every sequence into ``2 c`` mirrored chunks (chapter 12's
+causal load balancing), so ``c > 1`` needs a sequence length that is a multiple of ``2
+c``. The context-parallel ranks hold the same weights, so ZeRO shards over the ``d c``
+GPUs of the data and context dimensions (as torchtitan and Llama 3 do): ``shard``
+defaults to ``d c``. Expert parallelism spreads a mixture's experts over ``ep`` of those
+``d c`` GPUs (carved from them, as DeepSeek-V3 and torchtitan do), so ``ep`` divides
+both the experts and ``d c``.
 """
 
 from __future__ import annotations
@@ -26,10 +30,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from course_lib.hardware import roofline
 from course_lib.numbers import i18n, memory
 from course_lib.parallel import cost_model
 from course_lib.planner import texts
+from course_lib.planner.presets import (CUSTOM_GPU_LINKS, GPUS, KEY_OF_LINK, LINK_KEYS,
+                                        LINKS, PEAK_DTYPE, PRESETS, Preset)
 
 __all__ = ["CUSTOM", "FIELDS", "GPUS", "LINK_KEYS", "MAX_GPUS", "PEAK_DTYPE", "PRESETS",
            "Field", "Plan", "Preset", "Setup", "check", "divisors", "read_number",
@@ -44,83 +49,6 @@ CUSTOM_GLOBAL_BATCH = 512
 #: rule (Hoffmann et al. 2022, bibliography key hoffmann2022chinchilla).
 TOKENS_PER_PARAM = 20
 
-
-@dataclass(frozen=True)
-class Preset:
-    """A published model: its shape, parameter count, and how it was trained (source:
-    bib key).
-
-    Used by the library's other modules.
-    """
-
-    name: str
-    shape: memory.ModelShape
-    params: float
-    seq_len: int
-    global_batch: int
-    tokens: float
-    source: str
-    note: str
-
-
-#: Published models; ``source``: a key of book/references.bib ("" if the paper is not).
-PRESETS: dict[str, Preset] = {
-    "gpt3-175b": Preset(
-        "GPT-3 175B", memory.MODEL_PRESETS["gpt3-175B"], 175e9, 2048, 1536, 300e9,
-        "brown2020gpt3",
-        "Table 2.1: 96 layers of 12,288 with 96 heads, batches of 3.2M tokens (1,536 "
-        "sequences of 2,048); trained on 300B tokens"),
-    "llama2-7b": Preset(
-        "Llama 2 7B", memory.MODEL_PRESETS["llama-7B-shape"], 6.74e9, 4096, 1024, 2e12,
-        "touvron2023llama2",
-        "Table 1 and the released weights: 32 layers of 4,096, "
-        "32 heads, 4K context, 4M-token batches, 2T tokens; 6.74B parameters in the "
-        "released weights"),
-    "llama2-70b": Preset(
-        "Llama 2 70B", memory.MODEL_PRESETS["llama2-70B-shape"], 68.98e9, 4096, 1024,
-        2e12, "touvron2023llama2",
-        "Table 1 and the released weights: 80 layers of 8,192, 64 heads "
-        "(8 key-value), 4M-token batches, 2T tokens; 68.98B parameters in the "
-        "released weights"),
-    "llama3-405b": Preset(
-        "Llama 3 405B", memory.MODEL_PRESETS["llama3-405B-shape"], 405e9, 8192, 2048,
-        15.6e12, "dubey2024llama3",
-        "Table 3: 126 layers of 16,384, 128 heads (8 key-value), a vocabulary of "
-        "128,000; 8K context and 16M-token batches (Table 4); 15.6T tokens"),
-    "t5-11b": Preset(
-        "T5 11B", memory.ModelShape(48, 1024, 128, 32000, 0), 11.3e9, 512, 2048,
-        2.0**40,
-        "raffel2020t5",
-        "24 encoder and 24 decoder layers of width 1,024, 128 heads of 128, a "
-        "65,536-wide MLP, 32,000 wordpieces; 2**11 sequences of 512 per batch, about "
-        "1T tokens; 11.3B parameters as the FSDP paper (zhao2023fsdp) counts them. "
-        "The activation estimate assumes a decoder with a 4h-wide MLP: low for T5"),
-}
-
-#: The GPUs by command-line key: roofline's datasheets. The A100 40GB is the 80GB one
-#: with half the memory and its lower bandwidth (nvidia_a100 lists both; the peaks are
-#: the same).
-GPUS: dict[str, roofline.Accelerator] = {
-    "a100-40": dataclasses.replace(roofline.DATASHEETS["A100 SXM 80GB"],
-                                   name="A100 SXM 40GB", memory=40 * memory.GIB,
-                                   bandwidth=1555e9),
-    "a100-80": roofline.DATASHEETS["A100 SXM 80GB"],
-    "h100": roofline.DATASHEETS["H100 SXM"],
-    "l40s": roofline.DATASHEETS["L40S"],
-}
-#: The datasheet peak a precision computes at (FP32 training uses no TF32 here:
-#: PyTorch's default for matrix products).
-PEAK_DTYPE: dict[str, str] = {"fp32": "fp32", "bf16-mixed": "bf16",
-                              "fp16-mixed": "fp16", "bf16": "bf16"}
-#: The links by command-line key: names of cost_model.LINKS.
-LINK_KEYS: dict[str, str] = {
-    "nvlink3": "NVLink 3 (A100)", "nvlink4": "NVLink 4 (H100)", "pcie4": "PCIe 4.0 x16",
-    "pcie5": "PCIe 5.0 x16", "ib-hdr": "InfiniBand HDR", "ib-ndr": "InfiniBand NDR",
-    "eth-100g": "Ethernet 100G",
-}
-_KEY_OF_LINK = {name: key for key, name in LINK_KEYS.items()}
-#: A custom GPU's links: NVLink 4 between its GPUs, PCIe 5.0 to the host.
-CUSTOM_GPU_LINKS = ("nvlink4", "pcie5")
 
 Raw = Any  # a number, a text to read as one, or None for the default
 
@@ -143,7 +71,12 @@ class Plan:
     compute (0: none). ``virtual_stages``: the interleaved 1F1B's model chunks per GPU
     (1: plain 1F1B). ``edge_layers``: the layers of the first and of the last pipeline
     stage, when they hold fewer than the others (the embedding and the head sit there);
-    None: equal stages.
+    None: equal stages. ``kv_heads``: key-value heads (grouped-query attention; None:
+    the preset's, else one per head). ``experts``, ``top_k``, ``expert_params``: a
+    mixture of experts, each token routed to ``top_k`` of ``experts`` experts holding
+    ``expert_params`` of the parameters (None: the preset's, else 1, 1, 0: dense).
+    ``cp``: context parallelism, each sequence split over ``cp`` GPUs; ``ep``: expert
+    parallelism, the experts spread over ``ep`` GPUs.
 
     Used by the library's other modules.
     """
@@ -153,7 +86,11 @@ class Plan:
     layers: Raw = None
     hidden: Raw = None
     heads: Raw = None
+    kv_heads: Raw = None
     vocab: Raw = None
+    experts: Raw = None
+    top_k: Raw = None
+    expert_params: Raw = None
     seq_len: Raw = None
     precision: Raw = "bf16-mixed"
     optimizer: Raw = "adam"
@@ -174,9 +111,11 @@ class Plan:
     offload: Raw = False
     tp: Raw = 1
     tp_overlap: Raw = 0
+    cp: Raw = 1
     pp: Raw = 1
     virtual_stages: Raw = 1
     edge_layers: Raw = None
+    ep: Raw = 1
     micro_batches: Raw = None
     checkpointing: Raw = False
     flash_attention: Raw = True
@@ -203,7 +142,10 @@ class Field:
 FIELDS: tuple[Field, ...] = (
     Field("model", "choice"), Field("params", "whole", 1, memory.MAX_PARAMS),
     Field("layers", "whole", 1, 100_000), Field("hidden", "whole", 1, 1_000_000),
-    Field("heads", "whole", 1, 100_000), Field("vocab", "whole", 1, 100_000_000),
+    Field("heads", "whole", 1, 100_000), Field("kv_heads", "whole", 1, 100_000),
+    Field("vocab", "whole", 1, 100_000_000), Field("experts", "whole", 1, 100_000),
+    Field("top_k", "whole", 1, 100_000),
+    Field("expert_params", "whole", 0, memory.MAX_PARAMS),
     Field("seq_len", "whole", 1, memory.MAX_SEQ_LEN), Field("precision", "choice"),
     Field("optimizer", "choice"), Field("gpu", "choice"),
     Field("gpu_memory_gb", "positive", 0, 100_000),
@@ -217,9 +159,9 @@ FIELDS: tuple[Field, ...] = (
     Field("net_beta_gbs", "positive", 0, 1_000_000),
     Field("zero", "whole", 0, 3), Field("shard", "whole", 1, MAX_GPUS),
     Field("offload", "bool"), Field("tp", "whole", 1, 1024),
-    Field("tp_overlap", "nonneg", 0, 1), Field("pp", "whole", 1, 100_000),
-    Field("virtual_stages", "whole", 1, 100_000),
-    Field("edge_layers", "whole", 1, 100_000),
+    Field("tp_overlap", "nonneg", 0, 1), Field("cp", "whole", 1, 1024),
+    Field("pp", "whole", 1, 100_000), Field("virtual_stages", "whole", 1, 100_000),
+    Field("edge_layers", "whole", 1, 100_000), Field("ep", "whole", 1, 100_000),
     Field("micro_batches", "whole", 1, 1_000_000_000), Field("checkpointing", "bool"),
     Field("flash_attention", "bool"), Field("dropout", "bool"),
     Field("global_batch", "whole", 1, 1_000_000_000),
@@ -395,6 +337,12 @@ class Setup:
     virtual_stages: int
     edge_layers: int
     middle_layers: int
+    kv_heads: int
+    experts: int
+    top_k: int
+    expert_params: float
+    cp: int
+    ep: int
 
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(Plan)}
@@ -410,7 +358,7 @@ def _link(key: str, alpha: float | None, beta: float | None, names: tuple[str, s
                 raise ValueError(texts.text("plan_err_missing_link", language,
                                             what=what))
         return cost_model.Link("custom", beta * 1e9, alpha * 1e-6, "")
-    base = cost_model.LINKS[LINK_KEYS[key]]
+    base = LINKS[LINK_KEYS[key]]
     if alpha is None and beta is None:
         return base
     return cost_model.Link(base.name, base.bandwidth if beta is None else beta * 1e9,
@@ -454,6 +402,10 @@ def check(plan: Plan, language: str = "en") -> Setup:
                      preset.shape.n_heads, preset.shape.vocab, preset.seq_len)
         for key, value in zip(shape_names, published):
             v[key] = value if v[key] is None else v[key]
+    mixture = (preset.kv_heads, preset.experts, preset.top_k, preset.expert_params
+               ) if preset else (None, 1, 1, 0.0)
+    for key, value in zip(("kv_heads", "experts", "top_k", "expert_params"), mixture):
+        v[key] = value if v[key] is None else v[key]
     if v["gpu"] == CUSTOM:
         missing("plan_err_missing_gpu", ("gpu_memory_gb", "gpu_tflops", "gpu_hbm_tbs"))
         gpu_name = "custom GPU"
@@ -469,8 +421,8 @@ def check(plan: Plan, language: str = "en") -> Setup:
                 else v["gpu_tflops"] * 1e12)
         hbm = (accelerator.bandwidth if v["gpu_hbm_tbs"] is None
                else v["gpu_hbm_tbs"] * 1e12)
-        own_link = _KEY_OF_LINK[accelerator.gpu_link or accelerator.host_link]
-        host_key = _KEY_OF_LINK[accelerator.host_link]
+        own_link = KEY_OF_LINK[accelerator.gpu_link or accelerator.host_link]
+        host_key = KEY_OF_LINK[accelerator.host_link]
     if capacity * (1 - memory.ALLOCATOR_MARGIN) <= memory.CUDA_CONTEXT_BYTES:
         least = math.ceil(memory.CUDA_CONTEXT_BYTES / (1 - memory.ALLOCATOR_MARGIN) / 1e6)
         raise fail("plan_err_gpu_memory", least=least, margin=round(100 * memory.ALLOCATOR_MARGIN),
@@ -485,6 +437,10 @@ def check(plan: Plan, language: str = "en") -> Setup:
     gpus = per_node * v["nodes"]
     if hidden % heads:
         raise fail("plan_err_heads", hidden=hidden, heads=heads)
+    kv_heads = heads if v["kv_heads"] is None else v["kv_heads"]
+    experts, top_k, expert_params = v["experts"], v["top_k"], v["expert_params"]
+    _check_mixture(heads, kv_heads, experts, top_k, expert_params, v["params"], fail,
+                   language)
     if gpus > MAX_GPUS:
         raise fail("plan_err_gpus_max", gpus=gpus, limit=MAX_GPUS)
     if per_node % tp:
@@ -501,13 +457,27 @@ def check(plan: Plan, language: str = "en") -> Setup:
                                     fail)
     if gpus % (tp * pp):
         raise fail("plan_err_mp_gpus", tp=tp, pp=pp, mp=tp * pp, gpus=gpus)
-    dp = gpus // (tp * pp)
+    cp, ep = v["cp"], v["ep"]
+    if cp > 1 and v["seq_len"] % (2 * cp):
+        allowed = [1] + [c for c in divisors(v["seq_len"] // 2) if 1 < c <= 1024]
+        raise fail("plan_err_cp_seq", cp=cp, seq_len=v["seq_len"], chunks=2 * cp,
+                   options=", ".join(_group(c, language) for c in allowed))
+    if gpus % (tp * cp * pp):
+        raise fail("plan_err_cp_gpus", tp=tp, cp=cp, pp=pp, mp=tp * cp * pp, gpus=gpus)
+    dp = gpus // (tp * cp * pp)
+    if ep > 1 and experts == 1:
+        raise fail("plan_err_ep_dense", ep=ep)
+    if experts % ep or (dp * cp) % ep:
+        options = ", ".join(_group(d, language)
+                            for d in divisors(math.gcd(experts, dp * cp)))
+        raise fail("plan_err_ep", ep=ep, experts=experts, group=dp * cp,
+                   options=options)
     shard = v["shard"]
     if shard is not None and v["zero"] == 0:
         raise fail("plan_err_shard_zero")
-    if shard is not None and dp % shard:
-        options = ", ".join(_group(d, language) for d in divisors(dp))
-        raise fail("plan_err_shard", shard=shard, dp=dp, options=options)
+    if shard is not None and (dp * cp) % shard:
+        options = ", ".join(_group(d, language) for d in divisors(dp * cp))
+        raise fail("plan_err_shard", shard=shard, dp=dp * cp, options=options)
     if v["global_batch"] is None:
         v["global_batch"] = preset.global_batch if preset else CUSTOM_GLOBAL_BATCH
     batch, micro = v["global_batch"], v["micro_batches"]
@@ -522,11 +492,28 @@ def check(plan: Plan, language: str = "en") -> Setup:
         v["model"], name, float(v["params"]), layers, hidden, heads, v["vocab"],
         v["seq_len"], v["precision"], v["optimizer"], v["gpu"], gpu_name,
         float(capacity), float(peak), per_node, v["nodes"], gpus, node_link,
-        network_link, cost_model.LINKS[LINK_KEYS[host_key]], v["zero"],
-        dp if shard is None else shard, v["offload"], tp, pp, dp, micro,
+        network_link, LINKS[LINK_KEYS[host_key]], v["zero"],
+        dp * cp if shard is None else shard, v["offload"], tp, pp, dp, micro,
         batch // (dp * micro), v["checkpointing"], v["flash_attention"], v["dropout"],
         batch, float(v["tokens"]), v["mfu"], float(hbm), v["tp_overlap"], virtual,
-        edge, middle)
+        edge, middle, kv_heads, experts, top_k, float(expert_params), cp, ep)
+
+
+def _check_mixture(heads: int, kv_heads: int, experts: int, top_k: int,
+                   expert_params: float, params: float, fail: Any,
+                   language: str) -> None:
+    """Grouped-query attention and a mixture of experts, checked: key-value heads that
+    divide the heads, a top-k within the experts, expert parameters a part of the whole
+    (none in a dense model)."""
+    if heads % kv_heads:
+        raise fail("plan_err_kv_heads", kv_heads=kv_heads, heads=heads,
+                   options=", ".join(_group(d, language) for d in divisors(heads)))
+    if top_k > experts:
+        raise fail("plan_err_top_k", top_k=top_k, experts=experts)
+    if experts == 1 and expert_params > 0:
+        raise fail("plan_err_expert_params_dense")
+    if experts > 1 and not 0 < expert_params < params:
+        raise fail("plan_err_expert_params", experts=experts, params=params)
 
 
 def _stages(layers: int, pp: int, virtual: int, edge: int | None,

@@ -1,9 +1,10 @@
 """The training planner: will a run fit, how fast, on what -- one model, in Python.
 
-Chapters 2 (*The memory wall*), 9 (sharding), 10 (hardware) and 11 (tensor and pipeline
-parallelism) meet in it. A :class:`~course_lib.planner.inputs.Plan` (model, GPUs, links,
-strategy, batch, tokens, MFU) goes in; :func:`plan` checks it and returns a
-:class:`PlanResult`. Everything comes from the modules that teach it:
+Chapters 2 (*The memory wall*), 9 (sharding), 10 (hardware), 11 (tensor and pipeline
+parallelism) and 12 (context and expert parallelism) meet in it. A
+:class:`~course_lib.planner.inputs.Plan` (model, GPUs, links, strategy, batch, tokens,
+MFU) goes in; :func:`plan` checks it and returns a :class:`PlanResult`. Everything comes
+from the modules that teach it:
 
 * **Memory per GPU** (the first pipeline stage, which holds the most): the model states
   of chapter 2's :func:`~course_lib.numbers.memory.training_memory` (ZeRO over the
@@ -20,7 +21,9 @@ strategy, batch, tokens, MFU) goes in; :func:`plan` checks it and returns a
   first that fits.
 * **Time per step**: compute ``6 N T / (G * peak * MFU)`` for ``T`` tokens per step on
   ``G`` GPUs (chapter 10's :func:`~course_lib.hardware.roofline.training_flops`), plus
-  ``2 N T`` when checkpointing recomputes the forward pass; tensor parallelism's
+  ``2 N T`` when checkpointing recomputes the forward pass, plus attention's score and
+  value products (:func:`attention_flops`: causal and fused, ``6 l h s`` per token,
+  half of PaLM's ``12 l h s``; unfused, the full square); tensor parallelism's
   all-reduces, four per layer and micro-batch (six with recomputation) of ``s b h``
   activations on the node's link; pipeline sends, one activation and one gradient per
   micro-batch (``s b h / t`` each, on the node's link when the pipeline fits in a node,
@@ -31,15 +34,38 @@ strategy, batch, tokens, MFU) goes in; :func:`plan` checks it and returns a
   the gradients and an all-gather of the weights for ZeRO 1 and 2; per micro-batch two
   all-gathers and a reduce-scatter for ZeRO 3; with hybrid sharding an all-reduce of
   each shard across the replicas), of which what the compute cannot hide is exposed (the
-  last micro-batch's backward pass; all of the compute for ZeRO 3, which prefetches);
-  CPU offload's copies, all exposed.
+  last micro-batch's backward pass; for the gathers, each unit's prefetched behind the
+  compute of the unit before it, the first one's always:
+  :mod:`~course_lib.planner.data_parallel_time`); CPU offload's copies, all exposed.
+* **Context parallelism** (chapter 12, ``c`` GPUs per sequence): every activation a GPU
+  saves, the loss's logits and the tensor-parallel and pipeline messages shrink to its
+  ``s / c`` positions (without fused attention its queries' scores against all ``s``
+  keys, ``s^2 / c``); per layer and micro-batch an all-gather of K and V in the forward
+  pass (again in a recomputed one) and a reduce-scatter of their gradients in the
+  backward pass, each GPU sending chapter 12's ``(c - 1) 2 (s / c) b n_kv d_head e``
+  bytes (:func:`~course_lib.parallel.context_parallel.kv_bytes_per_rank`, for its
+  tensor-parallel share of the ``n_kv`` key-value heads), on the node's link when ``t
+  c`` GPUs fit in a node, else the network, none of it hidden (Llama 3 chose the
+  all-gather because K and V are small, not because it hides). ZeRO shards over the ``d
+  c`` GPUs. The causal work is balanced (2 ``c`` mirrored chunks), so the compute,
+  attention's included, is the same total divided over ``c`` times the GPUs.
+* **A mixture of experts** (chapter 12): a token meets the dense parameters and ``k /
+  E`` of the experts', so compute is ``6 N_active T`` (:func:`active_params`) and
+  attention's; the experts' parameters, gradients and optimizer states are split over
+  the ``ep`` expert-parallel GPUs and ZeRO shards them over the ``shard / ep`` copies of
+  each; per layer and micro-batch four all-to-alls (dispatch and combine, forward and backward;
+  six with recomputation), each GPU sending ``(ep - 1) / ep`` of ``k h e`` bytes per
+  token it holds (chapter 12's bound, the tokens spread evenly), on the node's link when
+  ``t ep`` GPUs fit in a node, else the network, none hidden. Every layer of the busiest
+  stage is counted as a mixture (DeepSeek-V3's 3 dense layers sit on its first stage),
+  and its activations as a dense layer's.
 * **The whole run**: tokens / tokens per step steps, in days and GPU-hours, and the MFU
   the run achieves once the bubble and the exposed communication are counted.
 
 ``planner.js`` is the same model in JavaScript, function for function, so that the
 planner's view (:mod:`course_lib.planner.widget`) runs in the page with no kernel;
-:func:`js_tables` hands it every number and text it uses, and the tests require both to
-agree.
+:func:`course_lib.planner.widget.js_tables` hands it every number and text it uses, and
+the tests require both to agree.
 """
 
 from __future__ import annotations
@@ -50,16 +76,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from course_lib.hardware import roofline
-from course_lib.numbers import i18n, memory
-from course_lib.parallel import cost_model, pipeline
-from course_lib.planner import texts
-from course_lib.planner.inputs import (CUSTOM_GLOBAL_BATCH, CUSTOM_GPU_LINKS, FIELDS,
-                                       GPUS, LINK_KEYS, MAX_GPUS, PEAK_DTYPE, PRESETS,
-                                       TOKENS_PER_PARAM, Plan, Raw, Setup, check,
-                                       choices)
+from course_lib.numbers import memory
+from course_lib.parallel import context_parallel, cost_model, pipeline
+from course_lib.planner.data_parallel_time import data_parallel_time
+from course_lib.planner.inputs import MAX_GPUS, Plan, Raw, Setup, check
 
 __all__ = ["BACKWARD_SHARE", "COMPONENTS", "Change", "Memory", "Plan", "PlanResult",
-           "StepTime", "cheapest_change", "fsdp_buffers", "in_flight", "js_tables",
+           "StepTime", "active_params", "attention_flops", "cheapest_change",
+           "context_parallel_bytes", "expert_parallel_bytes", "fsdp_buffers", "in_flight",
            "memory_per_gpu", "plan", "stage_share", "step_time", "HBM_PASSES",
            "REDUCE_BYTES"]
 
@@ -110,6 +134,32 @@ def stage_share(s: Setup) -> float:
     return min(1.0, (s.edge_layers * per_layer + embedding) / s.params)
 
 
+def active_params(s: Setup) -> float:
+    """Parameters one token meets: the dense ones and ``top_k / experts`` of the
+    experts'.
+
+    Chapter 2, *The memory wall*.
+    """
+    return s.params - s.expert_params + s.expert_params * s.top_k / s.experts
+
+
+def _held_params(s: Setup) -> float:
+    """Parameters a GPU's tensor and pipeline slice holds before ZeRO: the experts split
+    ``ep`` ways."""
+    return s.params - s.expert_params * (1 - 1 / s.ep)
+
+
+def _stage_shares(s: Setup) -> tuple[float, float]:
+    """The first stage's share of the dense parameters and of the experts'."""
+    if s.pp == 1:
+        return 1.0, 1.0
+    experts = min(1.0, s.edge_layers / s.layers)
+    if s.expert_params == 0:
+        return stage_share(s), experts
+    dense = s.params - s.expert_params
+    return (stage_share(s) * s.params - experts * s.expert_params) / dense, experts
+
+
 def in_flight(s: Setup) -> int:
     """Micro-batches whose activations the first stage holds at once: ``min(p, m)`` for
     1F1B; interleaving multiplies ``p`` by ``1 + (p - 1) / (p v)`` (Megatron-LM's
@@ -131,9 +181,10 @@ def _saved_per_layer(s: Setup) -> float:
     """Bytes one layer saves for backward per micro-batch on one GPU (chapter 2's estimate,
     split by tensor parallelism)."""
     e = memory.PRECISIONS[s.precision].activation_bytes
+    # Context parallelism: s / c positions, whose queries score all s keys (s^2 / c).
     return memory.activation_bytes_per_layer(
         s.seq_len, s.micro_batch, s.hidden, s.heads, e, 1, s.dropout,
-        not s.flash_attention) / s.tp
+        not s.flash_attention) / s.tp / s.cp
 
 
 def fsdp_buffers(s: Setup) -> float:
@@ -148,7 +199,7 @@ def fsdp_buffers(s: Setup) -> float:
         return 0.0
     weight = memory.PRECISIONS[s.precision].weight_bytes
     embedding = s.vocab * s.hidden  # and as much again for an untied head
-    per_layer = max(0.0, s.params - 2 * embedding) / s.layers
+    per_layer = max(0.0, _held_params(s) - 2 * embedding) / s.layers
     root = (2 if s.pp == 1 else 1) * embedding * weight
     return (root + per_layer * REDUCE_BYTES) / s.tp
 
@@ -159,14 +210,25 @@ def memory_per_gpu(s: Setup) -> Memory:
     Chapter 2, *The memory wall*.
     """
     shape = memory.ModelShape(s.layers, s.hidden, s.heads, s.vocab, 0)
-    # Model states only: chapter 2's estimator for the whole model, over s.shard GPUs.
-    states = memory.training_memory(s.params, s.precision, s.optimizer, batch=1,
-                                    seq_len=1, gpus=s.shard, zero_stage=s.zero,
-                                    shape=shape)
-    here = stage_share(s) / s.tp
+    # Model states only: chapter 2's estimator for the dense parameters, over s.shard
+    # GPUs; the experts', split over ep GPUs, over the shard / ep copies of each.
+    states = memory.training_memory(s.params - s.expert_params, s.precision,
+                                    s.optimizer, batch=1, seq_len=1, gpus=s.shard,
+                                    zero_stage=s.zero, shape=shape)
+    dense_share, experts_share = _stage_shares(s)
+    here = dense_share / s.tp
     parameters = states.weights * here
     gradients = states.gradients * here
     optimizer = (states.master_weights + states.optimizer_states) * here
+    if s.expert_params:
+        routed = memory.training_memory(s.expert_params, s.precision, s.optimizer,
+                                        batch=1, seq_len=1,
+                                        gpus=max(1, s.shard // s.ep),
+                                        zero_stage=s.zero, shape=shape)
+        mine = experts_share / (s.ep * s.tp)
+        parameters += routed.weights * mine
+        gradients += routed.gradients * mine
+        optimizer += (routed.master_weights + routed.optimizer_states) * mine
     host = 0.0
     if s.offload:
         host, optimizer = optimizer, 0.0
@@ -174,12 +236,12 @@ def memory_per_gpu(s: Setup) -> Memory:
     per_layer = _saved_per_layer(s)
     held = in_flight(s)
     if s.checkpointing:
-        kept = s.seq_len * s.micro_batch * s.hidden * e / s.tp
+        kept = s.seq_len * s.micro_batch * s.hidden * e / s.tp / s.cp
         activations = held * s.edge_layers * kept + per_layer
     else:
         activations = held * s.edge_layers * per_layer
     if s.pp == 1:
-        activations += s.micro_batch * s.seq_len * s.vocab * 4 / s.tp
+        activations += s.micro_batch * s.seq_len * s.vocab * 4 / s.tp / s.cp
     # Chapter 2's two gathered layers (ZeRO 3) are split by tensor parallelism too.
     weight = memory.PRECISIONS[s.precision].weight_bytes  # chapter 2's 12 h^2 + 13 h
     gathered = (2 * (12 * s.hidden**2 + 13 * s.hidden) * weight
@@ -248,9 +310,12 @@ class StepTime:
 
     ``compute`` is the busiest GPU's matrix products and its memory-bound work
     (``memory_bound`` of it); ``tp`` the tensor-parallel all-reduces compute does not
-    hide; ``bubble_share`` is ``(p - 1) / (v m + p - 1)``; ``dp`` is all of data
-    parallelism's communication, ``dp_exposed`` the part compute does not hide; ``step``
-    = compute + tp + pp + bubble + dp_exposed + offload.
+    hide; ``cp`` context parallelism's all-gathers and reduce-scatters of K and V,
+    ``ep`` expert parallelism's all-to-alls (all exposed), ``cp_bytes`` and
+    ``ep_bytes`` what one GPU sends in one of them (per layer and micro-batch);
+    ``bubble_share`` is ``(p - 1) / (v m + p - 1)``; ``dp`` is all of data
+    parallelism's communication, ``dp_exposed`` the part compute does not hide;
+    ``step`` = compute + tp + pp + cp + ep + bubble + dp_exposed + offload.
 
     Chapter 2, *The memory wall*.
     """
@@ -259,79 +324,16 @@ class StepTime:
     memory_bound: float
     tp: float
     pp: float
+    cp: float
+    ep: float
     bubble: float
     dp: float
     dp_exposed: float
     offload: float
     step: float
     bubble_share: float
-
-
-def _collective(kind: str, n_bytes: float, n: int,
-                cluster: cost_model.Cluster) -> float:
-    """Seconds of a collective of ``n_bytes`` over ``n`` GPUs, in 25 MiB pieces."""
-    if n == 1 or n_bytes == 0:
-        return 0.0
-    piece = cost_model.DDP_BUCKET_BYTES
-    full = math.floor(n_bytes / piece)
-    rest = n_bytes - full * piece
-
-    def one(size: float) -> float:
-        if kind == "all-reduce":
-            return cost_model.allreduce_time(size, n, cluster)
-        return cost_model.allgather_time(size, n, cluster)
-
-    return (full * one(piece) if full else 0.0) + (one(rest) if rest > 0 else 0.0)
-
-
-def _per_unit(n_bytes: float, units: int, n: int, cluster: cost_model.Cluster) -> float:
-    """Seconds of ``units`` all-gathers (or reduce-scatters), one call per wrapped layer,
-    of ``n_bytes`` in all over ``n`` GPUs."""
-    if n == 1 or n_bytes == 0:
-        return 0.0
-    return units * cost_model.allgather_time(n_bytes / units, n, cluster)
-
-
-def _group(s: Setup, spacing: int) -> cost_model.Cluster:
-    """The cluster a group of GPUs ``spacing`` ranks apart sees (tensor, pipeline, data
-    order)."""
-    return cost_model.Cluster(s.node_link, s.network_link,
-                              max(1, s.gpus_per_node // spacing))
-
-
-def _data_parallel(s: Setup, compute: float) -> tuple[float, float]:
-    """Seconds of data parallelism's collectives in one step, and the part ``compute``
-    (the busiest GPU's seconds of computing in the step) does not hide."""
-    precision = memory.PRECISIONS[s.precision]
-    local = s.params * stage_share(s) / s.tp
-    weights, grads = local * precision.weight_bytes, local * precision.grad_bytes
-    group = _group(s, s.tp * s.pp)
-    per_micro = compute / s.micro_batches
-    last_backward = BACKWARD_SHARE * per_micro
-    if s.zero == 0:
-        total = _collective("all-reduce", grads, s.dp, group)
-        return total, max(0.0, total - last_backward)
-    units = s.edge_layers
-    gather = _per_unit(weights, units, s.shard, group)
-    scatter = _per_unit(grads, units, s.shard, group)
-    replicas = _collective("all-reduce", grads / s.shard, s.dp // s.shard,
-                           _group(s, s.tp * s.pp * s.shard))
-    forward = per_micro * 2 / (8 if s.checkpointing else 6)
-    if s.zero < 3:
-        # Gradients reduce-scattered in the last backward pass; the weights gathered in
-        # the next step's first forward pass, unit by unit, prefetched.
-        total = scatter + replicas + gather
-        exposed = (max(0.0, scatter + replicas - last_backward)
-                   + gather / units + max(0.0, gather - forward))
-        return total, exposed
-    # ZeRO 3: every micro-batch gathers each unit in its forward and again in its
-    # backward pass, and reduce-scatters its gradients; the next unit's gather is
-    # prefetched behind the current unit's compute, the first one waits.
-    backward = per_micro - forward
-    per_step = (gather / units + max(0.0, gather - forward)
-                + max(0.0, gather + scatter - backward))
-    total = s.micro_batches * (2 * gather + scatter) + replicas
-    return total, s.micro_batches * per_step + max(0.0, replicas - last_backward)
+    cp_bytes: float
+    ep_bytes: float
 
 
 #: Passes over HBM of every activation a layer saves (written in the forward, read in the
@@ -339,11 +341,36 @@ def _data_parallel(s: Setup, compute: float) -> tuple[float, float]:
 HBM_PASSES = 2
 
 
+def attention_flops(s: Setup) -> float:
+    """FLOPs of attention's score and value products (``Q K^T``, ``A V``) in one step,
+    on all GPUs together.
+
+    Per token and layer the forward pass of a full mask is ``2 * 2 s h_a`` (``h_a``:
+    heads x head size), the backward pass twice that: PaLM's ``12 l h_a s`` per token.
+    The course's models are causal: a fused kernel (flash attention) skips the masked
+    half, ``6 l h_a s``; without it the planner materialises the scores as PyTorch's
+    unfused path does, the full ``s x s`` square then masked, all of ``12 l h_a s``.
+    Recomputation adds a forward pass. Like ``6 N``, it counts useful products only
+    (flash attention's backward recomputes the scores inside the kernel). Context
+    parallelism balances the causal work over its GPUs and tensor parallelism splits
+    the heads, so the total is divided over the GPUs with the rest of the compute.
+
+    Chapter 2, *The memory wall*.
+    """
+    head_width = s.heads * (s.hidden // s.heads)
+    passes = 4 if s.checkpointing else 3  # forward, backward (two), recomputed forward
+    per_token = float(passes * 4 * s.layers * head_width * s.seq_len)
+    if s.flash_attention:
+        per_token /= 2  # the causal mask's upper half is never computed
+    return per_token * s.global_batch * s.seq_len
+
+
 def _compute(s: Setup) -> tuple[float, float]:
     """The busiest GPU's seconds of computing in one step, and the memory-bound part.
 
-    Matrix products: ``6 N T`` (``8 N T`` with recomputation) over the GPUs at ``mfu``
-    of the peak, times the busiest stage's layers over the average. Memory-bound work
+    Matrix products: ``6 N T`` (``8 N T`` with recomputation) and attention's
+    (:func:`attention_flops`) over the GPUs at ``mfu`` of the peak, times the busiest
+    stage's layers over the average. Memory-bound work
     (normalisations, activations, softmax, dropout; chapter 10's roofline puts them
     under the bandwidth roof): every saved activation of chapter 2's estimate crosses
     HBM :data:`HBM_PASSES` times (three with recomputation), and the loss's FP32 logits
@@ -351,16 +378,64 @@ def _compute(s: Setup) -> tuple[float, float]:
     the model's width.
     """
     tokens = s.global_batch * s.seq_len
-    work = roofline.training_flops(s.params, tokens)
-    work += 2 * s.params * tokens if s.checkpointing else 0.0
+    active = active_params(s)
+    work = roofline.training_flops(active, tokens)
+    work += 2 * active * tokens if s.checkpointing else 0.0
+    work += attention_flops(s)
     busiest = max(s.edge_layers, s.middle_layers)
     matmul = work / (s.gpus * s.peak * s.mfu) * (busiest * s.pp / s.layers)
     saved = _saved_per_layer(s) * busiest
     if s.pp == 1:
-        saved += s.micro_batch * s.seq_len * s.vocab * 4 / s.tp
+        saved += s.micro_batch * s.seq_len * s.vocab * 4 / s.tp / s.cp
     passes = HBM_PASSES + (1 if s.checkpointing else 0)
     bound = s.micro_batches * passes * saved / s.hbm
     return matmul + bound, bound
+
+
+def context_parallel_bytes(s: Setup) -> float:
+    """Bytes one GPU sends in context parallelism's all-gather of K and V, per layer and
+    micro-batch (and as many in the reduce-scatter of their gradients): chapter 12's
+    ``(c - 1) 2 (s / c) b n_kv d_head e``, for the GPU's tensor-parallel share of the
+    key-value heads (at least one: a head is copied when ``t > n_kv``).
+
+    Chapter 2, *The memory wall*.
+    """
+    e = memory.PRECISIONS[s.precision].activation_bytes
+    kv_here = math.ceil(s.kv_heads / s.tp)
+    return float(context_parallel.kv_bytes_per_rank(
+        s.seq_len, s.cp, kv_here, s.hidden // s.heads, e, s.micro_batch))
+
+
+def expert_parallel_bytes(s: Setup) -> float:
+    """Bytes one GPU sends to the others in one of expert parallelism's all-to-alls, per
+    layer and micro-batch: ``(ep - 1) / ep`` of ``k h e`` per token it holds (chapter
+    12's bound, the tokens spread evenly over the experts), its ``s b / c`` tokens
+    split ``t`` ways by sequence parallelism.
+
+    Chapter 2, *The memory wall*.
+    """
+    e = memory.PRECISIONS[s.precision].activation_bytes
+    tokens = s.seq_len // s.cp * s.micro_batch / s.tp
+    return (s.ep - 1) / s.ep * s.top_k * tokens * s.hidden * e
+
+
+def _context_and_experts(s: Setup) -> tuple[float, float]:
+    """Seconds of context parallelism's K/V collectives and of expert parallelism's
+    all-to-alls in one step on the busiest stage, none hidden."""
+    layers = max(s.edge_layers, s.middle_layers) * s.micro_batches
+    cp = ep = 0.0
+    if s.cp > 1:
+        link = s.node_link if s.tp * s.cp <= s.gpus_per_node else s.network_link
+        gathered = context_parallel_bytes(s) / (s.cp - 1) * s.cp
+        each = cost_model.ring_time("all-gather", gathered, s.cp, link)
+        cp = layers * (3 if s.checkpointing else 2) * each
+    if s.ep > 1:
+        link = s.node_link if s.tp * s.ep <= s.gpus_per_node else s.network_link
+        # Pairwise exchange: ep - 1 steps, what an all-gather of as many bytes takes.
+        each = cost_model.ring_time("all-gather", expert_parallel_bytes(s) * s.ep
+                                    / (s.ep - 1), s.ep, link)
+        ep = layers * (6 if s.checkpointing else 4) * each
+    return cp, ep
 
 
 def step_time(s: Setup) -> StepTime:
@@ -371,7 +446,7 @@ def step_time(s: Setup) -> StepTime:
     """
     precision = memory.PRECISIONS[s.precision]
     compute, bound = _compute(s)
-    message = s.seq_len * s.micro_batch * s.hidden * precision.activation_bytes
+    message = s.seq_len // s.cp * s.micro_batch * s.hidden * precision.activation_bytes
     all_reduce = cost_model.ring_time("all-reduce", message, s.tp, s.node_link)
     layers_here = max(s.edge_layers, s.middle_layers)
     tp = (layers_here * s.micro_batches * (6 if s.checkpointing else 4) * all_reduce
@@ -381,17 +456,20 @@ def step_time(s: Setup) -> StepTime:
         link = s.node_link if s.tp * s.pp <= s.gpus_per_node else s.network_link
         send = cost_model.ring_time("broadcast", message / s.tp, 2, link)
         pp = 2 * s.micro_batches * s.virtual_stages * send
-    busy = compute + tp + pp
+    cp, ep = _context_and_experts(s)
+    busy = compute + tp + pp + cp + ep
     share = pipeline.theoretical_bubble(s.pp, s.micro_batches, s.virtual_stages)
     bubble = busy * share / (1 - share)
-    dp, exposed = _data_parallel(s, compute)
+    local = _held_params(s) * stage_share(s) / s.tp
+    dp, exposed = data_parallel_time(s, local, compute)
     offload = 0.0
     if s.offload:
         offload = cost_model.offload_transfer_time(
-            s.params / (s.tp * s.pp), s.shard, s.host_link,
+            _held_params(s) / (s.tp * s.pp), s.shard, s.host_link,
             precision.grad_bytes + precision.weight_bytes)
     step = busy + bubble + exposed + offload
-    return StepTime(compute, bound, tp, pp, bubble, dp, exposed, offload, step, share)
+    return StepTime(compute, bound, tp, pp, cp, ep, bubble, dp, exposed, offload, step,
+                    share, context_parallel_bytes(s), expert_parallel_bytes(s))
 
 
 @dataclass(frozen=True)
@@ -400,7 +478,11 @@ class PlanResult:
     run.
 
     ``flops``: the run's ``6 N D``; ``achieved_mfu``: ``6 N T`` per step over the step's
-    time and the GPUs' peak, bubble and exposed communication included.
+    time and the GPUs' peak, bubble and exposed communication included (``N``: the
+    active parameters of a mixture of experts). Both count ``6 N`` per token only, as
+    the ``6 N D`` rule does: attention's products take time in the step
+    (:func:`attention_flops`) but are not in these counts, so at long sequences the
+    achieved MFU is below what a paper counting PaLM's ``6 N + 12 l h s`` publishes.
 
     Chapter 2, *The memory wall*.
     """
@@ -452,54 +534,9 @@ def plan(spec: Plan | None = None, language: str = "en", **inputs: Raw) -> PlanR
     tokens_per_step = float(s.global_batch * s.seq_len)
     steps = s.tokens / tokens_per_step
     seconds = steps * time.step
-    flops = roofline.training_flops(s.params, tokens_per_step)
+    active = active_params(s)
+    flops = roofline.training_flops(active, tokens_per_step)
     return PlanResult(s, held, change, time, tokens_per_step, steps, seconds,
                       seconds / SECONDS_PER_DAY, seconds * s.gpus / 3600,
-                      roofline.training_flops(s.params, s.tokens),
+                      roofline.training_flops(active, s.tokens),
                       flops / (time.step * s.gpus * s.peak), language)
-
-
-def js_tables() -> dict[str, Any]:
-    """Every number and text ``planner.js`` uses, from the tables the Python model uses.
-
-    Chapter 2, *The memory wall*.
-    """
-    def link(l: cost_model.Link) -> dict[str, Any]:
-        return {"name": l.name, "bandwidth": l.bandwidth, "latency": l.latency}
-
-    key_of = {name: key for key, name in LINK_KEYS.items()}
-    return {
-        "fields": [dataclasses.asdict(f) for f in FIELDS],
-        "defaults": {f.name: f.default for f in dataclasses.fields(Plan)},
-        "choices": {f.name: choices(f.name) for f in FIELDS if f.kind == "choice"},
-        "presets": {key: {"name": p.name, "params": p.params,
-                          "layers": p.shape.n_layers, "hidden": p.shape.hidden,
-                          "heads": p.shape.n_heads, "vocab": p.shape.vocab,
-                          "seq_len": p.seq_len, "global_batch": p.global_batch,
-                          "tokens": p.tokens}
-                    for key, p in PRESETS.items()},
-        "gpus": {key: {"name": a.name, "memory": a.memory, "hbm": a.bandwidth,
-                       "peak": {name: a.dense[dtype]
-                                for name, dtype in PEAK_DTYPE.items()},
-                       "own_link": key_of[a.gpu_link or a.host_link],
-                       "host_link": key_of[a.host_link]} for key, a in GPUS.items()},
-        "links": {key: link(cost_model.LINKS[name]) for key, name in LINK_KEYS.items()},
-        "precisions": {name: dataclasses.asdict(p)
-                       for name, p in memory.PRECISIONS.items()},
-        "optimizers": {name: dataclasses.asdict(o)
-                       for name, o in memory.OPTIMIZERS.items()},
-        "constants": {
-            "cuda_context": memory.CUDA_CONTEXT_BYTES,
-            "margin": memory.ALLOCATOR_MARGIN, "bucket": cost_model.DDP_BUCKET_BYTES,
-            "max_gpus": MAX_GPUS, "custom_global_batch": CUSTOM_GLOBAL_BATCH,
-            "tokens_per_param": TOKENS_PER_PARAM, "backward_share": BACKWARD_SHARE,
-            "custom_gpu_links": list(CUSTOM_GPU_LINKS),
-            "seconds_per_day": SECONDS_PER_DAY, "hbm_passes": HBM_PASSES,
-            "reduce_bytes": REDUCE_BYTES,
-            # the gradient buckets chapter 2's estimator adds on more than one GPU
-            "bucket_temporaries": memory.training_memory(
-                1, batch=1, seq_len=1, gpus=2, shape=memory.ModelShape(1, 1, 1, 1, 0)
-            ).temporaries,
-        },
-        "texts": {language: texts.texts(language) for language in i18n.LANGUAGES},
-    }

@@ -1,13 +1,14 @@
 /*
  * The course's training planner in JavaScript: the same model as course_lib/planner/
  * (inputs.py's checks, model.py's memory, cheapest change and step time, and the pieces
- * of memory.py, cost_model.py, pipeline.py and roofline.py they use), function for
+ * of memory.py, cost_model.py, pipeline.py, context_parallel.py and roofline.py they
+ * use), function for
  * function, so that the planner answers in the page -- JupyterLab, Colab, the static
  * book -- with no kernel.
  *
  * It holds no number and no word of its own: every table (presets, GPUs, links,
  * precisions, optimizers, limits, constants) and every text (English and Dutch) comes
- * from Python, as course_lib.planner.model.js_tables() writes them; the view's
+ * from Python, as course_lib.planner.widget.js_tables() writes them; the view's
  * configuration carries them. tests/test_planner.py runs this file under node on
  * hundreds of plans and requires the same numbers (relative 1e-12), the same verdicts
  * and the same error messages as Python.
@@ -217,6 +218,11 @@
       name = preset.name;
       shapeNames.forEach(function (key) { if (v[key] === null) v[key] = preset[key]; });
     }
+    var mixture = preset ? [preset.kv_heads, preset.experts, preset.top_k,
+      preset.expert_params] : [null, 1, 1, 0];
+    ["kv_heads", "experts", "top_k", "expert_params"].forEach(function (key, i) {
+      if (v[key] === null) v[key] = mixture[i];
+    });
     var gpuName, capacity, peak, hbm, ownLink, hostKey;
     if (v.gpu === "custom") {
       missing("plan_err_missing_gpu", ["gpu_memory_gb", "gpu_tflops", "gpu_hbm_tbs"]);
@@ -249,6 +255,9 @@
     var perNode = v.gpus_per_node, tp = v.tp, pp = v.pp;
     var gpus = perNode * v.nodes;
     if (hidden % heads) throw fail("plan_err_heads", { hidden: hidden, heads: heads });
+    var kvHeads = v.kv_heads === null ? heads : v.kv_heads;
+    var experts = v.experts, topK = v.top_k, expertParams = v.expert_params;
+    checkMixture(heads, kvHeads, experts, topK, expertParams, v.params, fail, options);
     var limit = T.constants.max_gpus;
     if (gpus > limit) throw fail("plan_err_gpus_max", { gpus: gpus, limit: limit });
     if (perNode % tp) {
@@ -265,12 +274,29 @@
     if (gpus % (tp * pp)) {
       throw fail("plan_err_mp_gpus", { tp: tp, pp: pp, mp: tp * pp, gpus: gpus });
     }
-    var dp = gpus / (tp * pp);
+    var cp = v.cp, ep = v.ep;
+    if (cp > 1 && v.seq_len % (2 * cp)) {
+      var allowed = [1].concat(divisors(Math.floor(v.seq_len / 2)).filter(function (c) {
+        return c > 1 && c <= 1024;
+      }));
+      throw fail("plan_err_cp_seq", { cp: cp, seq_len: v.seq_len, chunks: 2 * cp,
+        options: options(allowed) });
+    }
+    if (gpus % (tp * cp * pp)) {
+      throw fail("plan_err_cp_gpus",
+        { tp: tp, cp: cp, pp: pp, mp: tp * cp * pp, gpus: gpus });
+    }
+    var dp = gpus / (tp * cp * pp);
+    if (ep > 1 && experts === 1) throw fail("plan_err_ep_dense", { ep: ep });
+    if (experts % ep || (dp * cp) % ep) {
+      throw fail("plan_err_ep", { ep: ep, experts: experts, group: dp * cp,
+        options: options(divisors(gcd(experts, dp * cp))) });
+    }
     var shard = v.shard;
     if (shard !== null && v.zero === 0) throw fail("plan_err_shard_zero", {});
-    if (shard !== null && dp % shard) {
+    if (shard !== null && (dp * cp) % shard) {
       throw fail("plan_err_shard",
-        { shard: shard, dp: dp, options: options(divisors(dp)) });
+        { shard: shard, dp: dp * cp, options: options(divisors(dp * cp)) });
     }
     if (v.global_batch === null) {
       v.global_batch = preset ? preset.global_batch : T.constants.custom_global_batch;
@@ -295,13 +321,33 @@
       peak: peak, gpus_per_node: perNode, nodes: v.nodes, gpus: gpus,
       node_link: nodeLink, network_link: networkLink,
       host_link: makeLink(host.name, host.bandwidth, host.latency), zero: v.zero,
-      shard: shard === null ? dp : shard, offload: v.offload, tp: tp, pp: pp, dp: dp,
+      shard: shard === null ? dp * cp : shard, offload: v.offload, tp: tp, pp: pp,
+      dp: dp,
       micro_batches: micro, micro_batch: Math.floor(batch / (dp * micro)),
       checkpointing: v.checkpointing, flash_attention: v.flash_attention,
       dropout: v.dropout, global_batch: batch, tokens: v.tokens, mfu: v.mfu,
       hbm: hbm, tp_overlap: v.tp_overlap, virtual_stages: stages[2],
-      edge_layers: stages[0], middle_layers: stages[1]
+      edge_layers: stages[0], middle_layers: stages[1], kv_heads: kvHeads,
+      experts: experts, top_k: topK, expert_params: expertParams, cp: cp, ep: ep
     };
+  }
+
+  /** inputs._check_mixture: key-value heads, top-k and expert parameters, checked. */
+  function checkMixture(heads, kvHeads, experts, topK, expertParams, params, fail,
+    options) {
+    if (heads % kvHeads) {
+      throw fail("plan_err_kv_heads", { kv_heads: kvHeads, heads: heads,
+        options: options(divisors(heads)) });
+    }
+    if (topK > experts) {
+      throw fail("plan_err_top_k", { top_k: topK, experts: experts });
+    }
+    if (experts === 1 && expertParams > 0) {
+      throw fail("plan_err_expert_params_dense", {});
+    }
+    if (experts > 1 && !(0 < expertParams && expertParams < params)) {
+      throw fail("plan_err_expert_params", { experts: experts, params: params });
+    }
   }
 
   /** inputs._stages: the first (and last) stage's layers, the busiest middle stage's,
@@ -438,6 +484,29 @@
     return Math.min(1, (s.edge_layers * perLayer + embedding) / s.params);
   }
 
+  /** model.active_params: the dense parameters and top_k / experts of the experts'. */
+  function activeParams(s) {
+    return s.params - s.expert_params + s.expert_params * s.top_k / s.experts;
+  }
+
+  function heldParams(s) { return s.params - s.expert_params * (1 - 1 / s.ep); }
+
+  /** model._stage_shares: the first stage's share of the dense and the expert
+   * parameters. */
+  function stageShares(s) {
+    if (s.pp === 1) return [1, 1];
+    var experts = Math.min(1, s.edge_layers / s.layers);
+    if (s.expert_params === 0) return [stageShare(s), experts];
+    var dense = s.params - s.expert_params;
+    return [(stageShare(s) * s.params - experts * s.expert_params) / dense, experts];
+  }
+
+  function savedPerLayer(s, T) {
+    var e = T.precisions[s.precision].activation_bytes;
+    return activationBytesPerLayer(s.seq_len, s.micro_batch, s.hidden, s.heads,
+      e, 1, s.dropout, !s.flash_attention) / s.tp / s.cp;
+  }
+
   function inFlight(s) {
     var p = s.pp, v = s.virtual_stages;
     var held = v === 1 ? p : Math.ceil((1 + (p - 1) / (p * v)) * p);
@@ -449,32 +518,42 @@
     if (s.zero < 3 || s.shard === 1) return 0;
     var weight = T.precisions[s.precision].weight_bytes;
     var embedding = s.vocab * s.hidden;
-    var perLayer = Math.max(0, s.params - 2 * embedding) / s.layers;
+    var perLayer = Math.max(0, heldParams(s) - 2 * embedding) / s.layers;
     var root = (s.pp === 1 ? 2 : 1) * embedding * weight;
     return (root + perLayer * T.constants.reduce_bytes) / s.tp;
   }
 
   function memoryPerGpu(s, T) {
-    var states = trainingMemory(s.params, s.precision, s.optimizer, s.shard, s.zero,
-      s.hidden, T);
-    var here = stageShare(s) / s.tp;
+    var states = trainingMemory(s.params - s.expert_params, s.precision, s.optimizer,
+      s.shard, s.zero, s.hidden, T);
+    var shares = stageShares(s);
+    var here = shares[0] / s.tp;
     var parameters = states.weights * here;
     var gradients = states.gradients * here;
     var optimizer = (states.master_weights + states.optimizer_states) * here;
+    if (s.expert_params) {
+      var routed = trainingMemory(s.expert_params, s.precision, s.optimizer,
+        Math.max(1, Math.floor(s.shard / s.ep)), s.zero, s.hidden, T);
+      var mine = shares[1] / (s.ep * s.tp);
+      parameters += routed.weights * mine;
+      gradients += routed.gradients * mine;
+      optimizer += (routed.master_weights + routed.optimizer_states) * mine;
+    }
     var host = 0;
     if (s.offload) { host = optimizer; optimizer = 0; }
     var e = T.precisions[s.precision].activation_bytes;
-    var perLayer = activationBytesPerLayer(s.seq_len, s.micro_batch, s.hidden, s.heads,
-      e, 1, s.dropout, !s.flash_attention) / s.tp;
+    var perLayer = savedPerLayer(s, T);
     var held = inFlight(s);
     var activations;
     if (s.checkpointing) {
-      var kept = s.seq_len * s.micro_batch * s.hidden * e / s.tp;
+      var kept = s.seq_len * s.micro_batch * s.hidden * e / s.tp / s.cp;
       activations = held * s.edge_layers * kept + perLayer;
     } else {
       activations = held * s.edge_layers * perLayer;
     }
-    if (s.pp === 1) activations += s.micro_batch * s.seq_len * s.vocab * 4 / s.tp;
+    if (s.pp === 1) {
+      activations += s.micro_batch * s.seq_len * s.vocab * 4 / s.tp / s.cp;
+    }
     // The gathered layers are split by tensor parallelism, as their shards are.
     var buffers = states.temporaries - states.gathered * (1 - 1 / s.tp) +
       fsdpBuffers(s, T);
@@ -543,56 +622,105 @@
     return units * allgatherTime(nBytes / units, n, c);
   }
 
-  /** model._data_parallel: [all of data parallelism's seconds, the exposed part]. */
+  /** data_parallel_time.exposed_gathers: a forward pass's gathers its compute does not
+   * hide, the first unit's and what each later one overruns its predecessor's compute. */
+  function exposedGathers(gather, units, compute) {
+    return gather / units + (units - 1) / units * Math.max(0, gather - compute);
+  }
+
+  /** data_parallel_time.data_parallel_time: [all of its seconds, the exposed part]. */
   function dataParallel(s, compute, T) {
     var precision = T.precisions[s.precision];
-    var local = s.params * stageShare(s) / s.tp;
+    var local = heldParams(s) * stageShare(s) / s.tp;
     var weights = local * precision.weight_bytes, grads = local * precision.grad_bytes;
     var g = groupCluster(s, s.tp * s.pp);
     var perMicro = compute / s.micro_batches;
     var lastBackward = T.constants.backward_share * perMicro;
     if (s.zero === 0) {
-      var all = collective("all-reduce", grads, s.dp, g, T);
+      var all = collective("all-reduce", grads, s.dp * s.cp, g, T);
       return [all, Math.max(0, all - lastBackward)];
     }
     var units = s.edge_layers;
     var gather = perUnit(weights, units, s.shard, g);
     var scatter = perUnit(grads, units, s.shard, g);
-    var replicas = collective("all-reduce", grads / s.shard, s.dp / s.shard,
+    var replicas = collective("all-reduce", grads / s.shard, s.dp * s.cp / s.shard,
       groupCluster(s, s.tp * s.pp * s.shard), T);
     var forward = perMicro * 2 / (s.checkpointing ? 8 : 6);
     if (s.zero < 3) {
       return [scatter + replicas + gather,
-        Math.max(0, scatter + replicas - lastBackward) + gather / units +
-        Math.max(0, gather - forward)];
+        Math.max(0, scatter + replicas - lastBackward) +
+        exposedGathers(gather, units, forward)];
     }
     var backward = perMicro - forward;
-    var perStep = gather / units + Math.max(0, gather - forward) +
+    var perStep = exposedGathers(gather, units, forward) +
       Math.max(0, gather + scatter - backward);
     return [s.micro_batches * (2 * gather + scatter) + replicas,
       s.micro_batches * perStep + Math.max(0, replicas - lastBackward)];
   }
 
+  /** model.attention_flops: Q K^T and A V in one step, 4 l h_a s per token a pass
+   * (forward, backward twice, recomputed forward), half of it causal and fused. */
+  function attentionFlops(s) {
+    var headWidth = s.heads * Math.floor(s.hidden / s.heads);
+    var passes = s.checkpointing ? 4 : 3;
+    var perToken = passes * 4 * s.layers * headWidth * s.seq_len;
+    if (s.flash_attention) perToken /= 2;
+    return perToken * s.global_batch * s.seq_len;
+  }
+
   /** model._compute: [the busiest GPU's computing seconds, the memory-bound part]. */
   function computeTime(s, T) {
     var tokens = s.global_batch * s.seq_len;
-    var work = trainingFlops(s.params, tokens) +
-      (s.checkpointing ? 2 * s.params * tokens : 0);
+    var active = activeParams(s);
+    var work = trainingFlops(active, tokens) +
+      (s.checkpointing ? 2 * active * tokens : 0) + attentionFlops(s);
     var busiest = Math.max(s.edge_layers, s.middle_layers);
     var matmul = work / (s.gpus * s.peak * s.mfu) * (busiest * s.pp / s.layers);
-    var e = T.precisions[s.precision].activation_bytes;
-    var saved = activationBytesPerLayer(s.seq_len, s.micro_batch, s.hidden, s.heads,
-      e, 1, s.dropout, !s.flash_attention) / s.tp * busiest;
-    if (s.pp === 1) saved += s.micro_batch * s.seq_len * s.vocab * 4 / s.tp;
+    var saved = savedPerLayer(s, T) * busiest;
+    if (s.pp === 1) saved += s.micro_batch * s.seq_len * s.vocab * 4 / s.tp / s.cp;
     var passes = T.constants.hbm_passes + (s.checkpointing ? 1 : 0);
     var bound = s.micro_batches * passes * saved / s.hbm;
     return [matmul + bound, bound];
   }
 
+  /** model.context_parallel_bytes: (c - 1) 2 (s / c) b n_kv d_head e, per GPU. */
+  function contextParallelBytes(s, T) {
+    var e = T.precisions[s.precision].activation_bytes;
+    var kvHere = Math.ceil(s.kv_heads / s.tp);
+    return (s.cp - 1) * 2 * Math.floor(s.seq_len / s.cp) * kvHere *
+      Math.floor(s.hidden / s.heads) * e * s.micro_batch;
+  }
+
+  /** model.expert_parallel_bytes: (ep - 1) / ep of k h e per token a GPU holds. */
+  function expertParallelBytes(s, T) {
+    var e = T.precisions[s.precision].activation_bytes;
+    var tokens = Math.floor(s.seq_len / s.cp) * s.micro_batch / s.tp;
+    return (s.ep - 1) / s.ep * s.top_k * tokens * s.hidden * e;
+  }
+
+  /** model._context_and_experts: [CP's K/V collectives, EP's all-to-alls], seconds. */
+  function contextAndExperts(s, T) {
+    var layers = Math.max(s.edge_layers, s.middle_layers) * s.micro_batches;
+    var cp = 0, ep = 0, link;
+    if (s.cp > 1) {
+      link = s.tp * s.cp <= s.gpus_per_node ? s.node_link : s.network_link;
+      var gathered = contextParallelBytes(s, T) / (s.cp - 1) * s.cp;
+      cp = layers * (s.checkpointing ? 3 : 2) *
+        ringTime("all-gather", gathered, s.cp, link);
+    }
+    if (s.ep > 1) {
+      link = s.tp * s.ep <= s.gpus_per_node ? s.node_link : s.network_link;
+      var sent = expertParallelBytes(s, T) * s.ep / (s.ep - 1);
+      ep = layers * (s.checkpointing ? 6 : 4) * ringTime("all-gather", sent, s.ep, link);
+    }
+    return [cp, ep];
+  }
+
   function stepTime(s, T) {
     var precision = T.precisions[s.precision];
     var computed = computeTime(s, T), compute = computed[0];
-    var message = s.seq_len * s.micro_batch * s.hidden * precision.activation_bytes;
+    var message = Math.floor(s.seq_len / s.cp) * s.micro_batch * s.hidden *
+      precision.activation_bytes;
     var allReduce = ringTime("all-reduce", message, s.tp, s.node_link);
     var layersHere = Math.max(s.edge_layers, s.middle_layers);
     var tp = layersHere * s.micro_batches * (s.checkpointing ? 6 : 4) * allReduce *
@@ -603,19 +731,21 @@
       pp = 2 * s.micro_batches * s.virtual_stages *
         ringTime("broadcast", message / s.tp, 2, link);
     }
-    var busy = compute + tp + pp;
+    var spread = contextAndExperts(s, T);
+    var busy = compute + tp + pp + spread[0] + spread[1];
     var share = theoreticalBubble(s.pp, s.micro_batches, s.virtual_stages);
     var bubble = busy * share / (1 - share);
     var dp = dataParallel(s, compute, T);
     var offload = 0;
     if (s.offload) {
-      offload = offloadTransferTime(s.params / (s.tp * s.pp), s.shard, s.host_link,
+      offload = offloadTransferTime(heldParams(s) / (s.tp * s.pp), s.shard, s.host_link,
         precision.grad_bytes + precision.weight_bytes);
     }
     var step = busy + bubble + dp[1] + offload;
     return { compute: compute, memory_bound: computed[1], tp: tp, pp: pp,
-      bubble: bubble, dp: dp[0], dp_exposed: dp[1], offload: offload, step: step,
-      bubble_share: share };
+      cp: spread[0], ep: spread[1], bubble: bubble, dp: dp[0], dp_exposed: dp[1],
+      offload: offload, step: step, bubble_share: share,
+      cp_bytes: contextParallelBytes(s, T), ep_bytes: expertParallelBytes(s, T) };
   }
 
   /** Check a plan and say what it needs and takes (model.plan); throws on bad input. */
@@ -628,12 +758,13 @@
     var tokensPerStep = s.global_batch * s.seq_len;
     var steps = s.tokens / tokensPerStep;
     var seconds = steps * time.step;
-    var flops = trainingFlops(s.params, tokensPerStep);
+    var active = activeParams(s);
+    var flops = trainingFlops(active, tokensPerStep);
     return {
       setup: s, memory: held, change: change, time: time,
       tokens_per_step: tokensPerStep, steps: steps, seconds: seconds,
       days: seconds / T.constants.seconds_per_day,
-      gpu_hours: seconds * s.gpus / 3600, flops: trainingFlops(s.params, s.tokens),
+      gpu_hours: seconds * s.gpus / 3600, flops: trainingFlops(active, s.tokens),
       achieved_mfu: flops / (time.step * s.gpus * s.peak)
     };
   }
@@ -645,22 +776,24 @@
   var COMPONENTS = ["cuda_context", "parameters", "gradients", "optimizer",
     "activations", "buffers"];
   var TIMES = [["compute", "plan_time_compute"], ["tp", "plan_time_tp"],
-    ["pp", "plan_time_pp"], ["bubble", "plan_time_bubble"],
+    ["pp", "plan_time_pp"], ["cp", "plan_time_cp"], ["ep", "plan_time_ep"],
+    ["bubble", "plan_time_bubble"],
     ["dp_exposed", "plan_time_dp"], ["offload", "plan_time_offload"]];
   var GROUPS = [
-    ["plan_heading_model", ["model", "params", "layers", "hidden", "heads", "vocab",
-      "seq_len", "global_batch", "tokens"]],
+    ["plan_heading_model", ["model", "params", "layers", "hidden", "heads", "kv_heads",
+      "vocab", "experts", "top_k", "expert_params", "seq_len", "global_batch",
+      "tokens"]],
     ["plan_heading_hardware", ["gpu", "gpu_memory_gb", "gpu_tflops", "gpu_hbm_tbs",
       "gpus_per_node",
       "nodes", "node_link", "node_alpha_us", "node_beta_gbs", "network_link",
       "net_alpha_us", "net_beta_gbs"]],
     ["plan_heading_strategy", ["precision", "optimizer", "zero", "shard", "offload",
-      "tp", "tp_overlap", "pp", "virtual_stages", "edge_layers", "micro_batches",
-      "checkpointing", "flash_attention", "dropout", "mfu"]]
+      "tp", "tp_overlap", "cp", "pp", "virtual_stages", "edge_layers", "ep",
+      "micro_batches", "checkpointing", "flash_attention", "dropout", "mfu"]]
   ];
   // Inputs a new model or GPU choice resets to the preset's or datasheet's values.
-  var FROM_MODEL = ["params", "layers", "hidden", "heads", "vocab", "seq_len",
-    "global_batch", "tokens"];
+  var FROM_MODEL = ["params", "layers", "hidden", "heads", "kv_heads", "vocab",
+    "experts", "top_k", "expert_params", "seq_len", "global_batch", "tokens"];
   var FROM_GPU = ["gpu_memory_gb", "gpu_tflops", "gpu_hbm_tbs"];
 
   function esc(s) {
@@ -789,7 +922,8 @@
           tag("h4", {}, esc(this.t("plan_heading_time"))) + bar("time-bar") +
           tag("table", { "class": "course-plan-table" },
             tag("tbody", { "data-role": "time-table" }, "")) +
-          p("layout") + p("bubble") + p("dp") + p("train") + p("mfu")));
+          p("layout") + p("cp") + p("ep") + p("bubble") + p("dp") + p("train") +
+          p("mfu")));
     this.root.addEventListener("change", function (event) {
       var name = event.target.getAttribute("data-field");
       if (!name) return;
@@ -848,7 +982,9 @@
   View.prototype.placeholders = function (s) {
     var self = this;
     var values = { params: this.short(s.params), layers: s.layers, hidden: s.hidden,
-      heads: s.heads, vocab: s.vocab, seq_len: s.seq_len, global_batch: s.global_batch,
+      heads: s.heads, kv_heads: s.kv_heads, experts: s.experts, top_k: s.top_k,
+      expert_params: this.short(s.expert_params), cp: s.cp, ep: s.ep,
+      vocab: s.vocab, seq_len: s.seq_len, global_batch: s.global_batch,
       tokens: this.short(s.tokens), gpu_memory_gb: s.capacity / 1e9,
       gpu_tflops: s.peak / 1e12, gpu_hbm_tbs: s.hbm / 1e12, shard: s.shard,
       micro_batches: s.micro_batches, tp_overlap: s.tp_overlap,
@@ -922,9 +1058,16 @@
         return tag("tr", { "data-part": part[0] }, cells);
       }).join("");
     var d = function (x) { return self.dec(x, 0); };
-    this.q("layout").textContent = this.t("plan_layout", { gpus: d(s.gpus), tp: s.tp,
-      pp: s.pp, dp: d(s.dp), micro: d(s.micro_batches),
-      micro_batch: d(s.micro_batch) });
+    this.q("layout").textContent = this.t(s.cp > 1 ? "plan_layout_cp" : "plan_layout",
+      { gpus: d(s.gpus), tp: s.tp, cp: s.cp, pp: s.pp, dp: d(s.dp),
+        micro: d(s.micro_batches), micro_batch: d(s.micro_batch) });
+    var traffic = trafficLines(r, s, time, function (key, values) {
+      return self.t(key, values);
+    }, function (x, digits) { return self.dec(x, digits); }, function (x) {
+      return self.short(x);
+    });
+    this.q("cp").textContent = traffic.cp;
+    this.q("ep").textContent = traffic.ep;
     this.q("bubble").textContent = this.t("plan_bubble",
       { share: this.pct(time.bubble_share, 1), pp: s.pp, micro: d(s.micro_batches) });
     this.q("dp").textContent = this.t("plan_dp_hidden", { dp: this.dec(time.dp, 3),
@@ -936,6 +1079,23 @@
       { achieved: this.pct(r.achieved_mfu, 1), assumed: this.pct(s.mfu, 0) });
     this.root.setAttribute("data-fits", m.fits ? "true" : "false");
   };
+
+  /** report._traffic: the lines on context and expert parallelism ("" when unused). */
+  function trafficLines(r, s, time, t, dec, short) {
+    var out = { cp: "", ep: "" };
+    if (s.cp > 1) {
+      var cpLink = s.tp * s.cp <= s.gpus_per_node ? s.node_link : s.network_link;
+      out.cp = t("plan_cp_traffic", { cp: s.cp, mb: dec(time.cp_bytes / 1e6, 1),
+        link: cpLink.name, seconds: dec(time.cp, 3) });
+    }
+    if (s.ep > 1) {
+      var epLink = s.tp * s.ep <= s.gpus_per_node ? s.node_link : s.network_link;
+      out.ep = t("plan_ep_traffic", { ep: s.ep, count: s.checkpointing ? 6 : 4,
+        mb: dec(time.ep_bytes / 1e6, 1), link: epLink.name, seconds: dec(time.ep, 3),
+        active: short(activeParams(s)), params: short(s.params) });
+    }
+    return out;
+  }
 
   /**
    * Draw a planner inside an element (or the element with this id), with cfg {inputs,

@@ -1,6 +1,6 @@
 """The training planner's result as tables and sentences, in English or Dutch.
 
-Chapters 2, 9, 10 and 11 show it; the command line's ``plan`` prints :func:`report`.
+Chapters 2, 9, 10, 11 and 12 show it; the command line's ``plan`` prints :func:`report`.
 Numbers inside sentences and tables follow the language (``24,5 GB`` in Dutch); the
 names of models, GPUs and links stay as they are.
 """
@@ -12,13 +12,14 @@ import html
 from course_lib.base.tables import Table
 from course_lib.numbers import i18n
 from course_lib.planner import texts
-from course_lib.planner.model import COMPONENTS, PlanResult
+from course_lib.planner.model import COMPONENTS, PlanResult, active_params
 
 __all__ = ["memory_table", "report", "report_html", "sentences", "time_table"]
 
-_TIMES = ("compute", "tp", "pp", "bubble", "dp_exposed", "offload")
+_TIMES = ("compute", "tp", "pp", "cp", "ep", "bubble", "dp_exposed", "offload")
 _TIME_KEYS = {"compute": "plan_time_compute", "tp": "plan_time_tp",
-              "pp": "plan_time_pp", "bubble": "plan_time_bubble",
+              "pp": "plan_time_pp", "cp": "plan_time_cp", "ep": "plan_time_ep",
+              "bubble": "plan_time_bubble",
               "dp_exposed": "plan_time_dp", "offload": "plan_time_offload"}
 
 
@@ -89,9 +90,30 @@ def _verdict(result: PlanResult) -> list[str]:
     return lines
 
 
+def _traffic(result: PlanResult) -> list[str]:
+    """What context and expert parallelism send, per GPU, layer and micro-batch, where
+    they are used."""
+    lang, s, time = result.language, result.setup, result.time
+    lines = []
+    if s.cp > 1:
+        link = s.node_link if s.tp * s.cp <= s.gpus_per_node else s.network_link
+        lines.append(texts.text("plan_cp_traffic", lang, cp=s.cp,
+                                mb=_n(time.cp_bytes / 1e6, 1, lang), link=link.name,
+                                seconds=_n(time.cp, 3, lang)))
+    if s.ep > 1:
+        link = s.node_link if s.tp * s.ep <= s.gpus_per_node else s.network_link
+        lines.append(texts.text("plan_ep_traffic", lang, ep=s.ep,
+                                count=6 if s.checkpointing else 4,
+                                mb=_n(time.ep_bytes / 1e6, 1, lang), link=link.name,
+                                seconds=_n(time.ep, 3, lang),
+                                active=_short(active_params(s), lang),
+                                params=_short(s.params, lang)))
+    return lines
+
+
 def sentences(result: PlanResult) -> list[str]:
-    """The verdict, the cheapest change, the layout, the bubble, the run and its MFU, as
-    lines.
+    """The verdict, the cheapest change, the layout, context and expert parallelism's
+    traffic (where used), the bubble, the run and its MFU, as lines.
 
     Used by the library's other modules.
     """
@@ -102,9 +124,11 @@ def sentences(result: PlanResult) -> list[str]:
 
     return [
         *_verdict(result),
-        texts.text("plan_layout", lang, gpus=group(s.gpus), tp=s.tp, pp=s.pp,
+        texts.text("plan_layout_cp" if s.cp > 1 else "plan_layout", lang,
+                   gpus=group(s.gpus), tp=s.tp, cp=s.cp, pp=s.pp,
                    dp=group(s.dp), micro=group(s.micro_batches),
                    micro_batch=group(s.micro_batch)),
+        *_traffic(result),
         texts.text("plan_bubble", lang, share=_pct(time.bubble_share, 1, lang), pp=s.pp,
                   micro=group(s.micro_batches)),
         texts.text("plan_dp_hidden", lang, dp=_n(time.dp, 3, lang),
@@ -120,22 +144,32 @@ def sentences(result: PlanResult) -> list[str]:
 
 def _head(result: PlanResult) -> list[str]:
     s = result.setup
-    hybrid = f" (shard {s.shard})" if s.zero and s.shard != s.dp else ""
+    hybrid = f" (shard {s.shard})" if s.zero and s.shard != s.dp * s.cp else ""
     strategy = f"ZeRO {s.zero}{hybrid}"
-    flags = [strategy] + [name for name, on in (("checkpointing", s.checkpointing),
+    spread = [f"{name} {n}" for name, n in (("CP", s.cp), ("EP", s.ep)) if n > 1]
+    flags = [strategy, *spread] + [name for name, on in (
+                                       ("checkpointing", s.checkpointing),
                                                 ("offload", s.offload),
                                                 ("fused attention", s.flash_attention),
                                                 ("dropout", s.dropout)) if on]
     return [
         f"{s.name}: {_short(s.params, 'en')} parameters ({s.layers} layers, hidden "
-        f"{s.hidden}, {s.heads} heads, vocabulary {s.vocab:,}), sequences of "
-        f"{s.seq_len:,} tokens",
+        f"{s.hidden}, {s.heads} heads ({s.kv_heads} key-value), vocabulary "
+        f"{s.vocab:,}{_mixture(result)}), sequences of {s.seq_len:,} tokens",
         f"{s.precision}, {s.optimizer}; {s.gpus:,} x {s.gpu_name} "
         f"({s.gpus_per_node} per node, {s.nodes:,} node(s); {s.node_link.name} inside, "
         f"{s.network_link.name} between)",
         f"{', '.join(flags)}; global batch {s.global_batch:,} sequences; "
         f"MFU {s.mfu:.0%}",
     ]
+
+
+def _mixture(result: PlanResult) -> str:
+    s = result.setup
+    if s.experts == 1:
+        return ""
+    return (f"; {s.experts} experts, top-{s.top_k}, "
+            f"{_short(active_params(s), 'en')} active")
 
 
 def report(result: PlanResult) -> str:

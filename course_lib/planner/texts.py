@@ -1,8 +1,8 @@
 """The training planner's texts in English and Dutch, and :func:`text` that fills them
 in.
 
-Chapters 2, 9, 10 and 11 meet them through the planner (:mod:`course_lib.planner.model`,
-its command line and its view). Every key starts with ``plan_``. :data:`PLAN_EN` and
+Chapters 2, 9, 10, 11 and 12 meet them through the planner
+(:mod:`course_lib.planner.model`, its command line and its view). Every key starts with ``plan_``. :data:`PLAN_EN` and
 :data:`PLAN_NL` have the same keys in the same order and follow the rules of
 :mod:`course_lib.numbers.i18n`'s tables (plain ``{name}`` placeholders, the same in both
 languages; Dutch terms from its glossary); the language is checked by
@@ -11,23 +11,29 @@ way by :func:`course_lib.numbers.i18n.localise_number`. They live here rather th
 ``i18n.py``'s tables because that module is near the length a module may have, and its
 tests require every key there to be used by a widget of its own folder. The
 ``plan_what_`` texts name an input inside a sentence, the ``plan_label_`` texts name it
-next to its box.
+next to its box. The ``plan_err_`` texts, one line per bad input, are
+:mod:`course_lib.planner.refusals`'.
 """
 
 from __future__ import annotations
 
 from course_lib.numbers import i18n
+from course_lib.planner.refusals import REFUSALS_EN, REFUSALS_NL
 
 __all__ = ["PLAN_EN", "PLAN_NL", "text", "texts"]
 
-#: English.
-PLAN_EN: dict[str, str] = {
+#: English, less the refusals.
+_WORDS_EN: dict[str, str] = {
     # What each input is called inside a sentence (an error message)
     "plan_what_model": "model",
     "plan_what_params": "number of parameters",
     "plan_what_layers": "number of layers",
     "plan_what_hidden": "hidden size",
     "plan_what_heads": "number of attention heads",
+    "plan_what_kv_heads": "number of key-value heads",
+    "plan_what_experts": "number of experts",
+    "plan_what_top_k": "number of experts per token (top-k)",
+    "plan_what_expert_params": "parameters inside the experts",
     "plan_what_vocab": "vocabulary size",
     "plan_what_seq_len": "sequence length",
     "plan_what_precision": "precision",
@@ -49,9 +55,11 @@ PLAN_EN: dict[str, str] = {
     "plan_what_offload": "CPU offload",
     "plan_what_tp": "tensor-parallel degree",
     "plan_what_tp_overlap": "share of tensor parallelism's communication hidden",
+    "plan_what_cp": "context-parallel degree",
     "plan_what_pp": "pipeline-parallel degree",
     "plan_what_virtual_stages": "number of virtual stages",
     "plan_what_edge_layers": "layers of the first and last stage",
+    "plan_what_ep": "expert-parallel degree",
     "plan_what_micro_batches": "number of micro-batches",
     "plan_what_checkpointing": "activation checkpointing",
     "plan_what_flash_attention": "fused attention",
@@ -59,96 +67,15 @@ PLAN_EN: dict[str, str] = {
     "plan_what_global_batch": "global batch (sequences)",
     "plan_what_tokens": "number of tokens to train on",
     "plan_what_mfu": "MFU of the matrix products",
-    # Bad input: one line each, saying what to do
-    "plan_err_number": (
-        "{what} must be a number, got {value}; write it with a decimal point, e.g. "
-        "0.4, 7B or 2e12"
-    ),
-    "plan_err_whole": "{what} must be a whole number from {low} to {high}, got {value}",
-    "plan_err_positive": (
-        "{what} must be a number above 0 and at most {high}, got {value}"
-    ),
-    "plan_err_nonneg": "{what} must be a number from 0 to {high}, got {value}",
-    "plan_err_bool": "{what} must be true or false, got {value}",
-    "plan_err_choice": "unknown {what} {value}; valid values: {options}",
-    "plan_err_missing": "a custom model needs its {what}: give it, or choose a preset",
-    "plan_err_missing_gpu": (
-        "a custom GPU needs its {what}: give it, or choose a GPU type"
-    ),
-    "plan_err_gpu_memory": (
-        "GPU memory must be more than {least} MB: the CUDA context ({context} MB) and the "
-        "allocator's margin ({margin} %) leave nothing for tensors below that"
-    ),
-    "plan_err_missing_link": (
-        "a custom link needs its {what}: give it, or choose a link"
-    ),
-    "plan_err_custom_only": (
-        "{flag} is for {choice} custom only: add {choice} custom (which needs {first} and "
-        "{second}), or leave {flag} out to keep the published figures"
-    ),
-    "plan_err_heads": (
-        "the hidden size {hidden} does not split into {heads} attention heads; "
-        "use a number of heads that divides {hidden}"
-    ),
-    "plan_err_gpus_max": (
-        "{gpus} GPUs are more than the planner takes ({limit}); use fewer nodes"
-    ),
-    "plan_err_tp_node": (
-        "tensor parallelism stays inside a node: the tensor-parallel degree {tp} must "
-        "divide the {per_node} GPUs per node; use one of {options}"
-    ),
-    "plan_err_tp_split": (
-        "the tensor-parallel degree {tp} must divide the hidden size {hidden} and the "
-        "{heads} attention heads; use one of {options}"
-    ),
-    "plan_err_pp_layers": (
-        "{pp} pipeline stages for {layers} layers: every stage needs at least one "
-        "layer; use at most {layers} stages"
-    ),
-    "plan_err_mp_gpus": (
-        "tensor x pipeline degree {tp} x {pp} = {mp} does not divide the {gpus} GPUs; "
-        "use degrees whose product divides {gpus}"
-    ),
-    "plan_err_shard_zero": (
-        "a sharding factor needs ZeRO stage 1, 2 or 3; stage 0 (DDP) shards nothing"
-    ),
-    "plan_err_shard": (
-        "the sharding factor {shard} must divide the {dp} data-parallel replicas; "
-        "use one of {options}"
-    ),
-    "plan_err_batch_dp": (
-        "a global batch of {batch} sequences does not split over the {dp} "
-        "data-parallel replicas; use a multiple of {dp}"
-    ),
-    "plan_err_batch": (
-        "a global batch of {batch} sequences does not split into {dp} replicas x "
-        "{micro} micro-batches; use a multiple of {unit}"
-    ),
-    "plan_err_virtual_pp": (
-        "{virtual} virtual stages interleave a pipeline: use 2 or more pipeline stages, "
-        "or 1 virtual stage"
-    ),
-    "plan_err_virtual_layers": (
-        "{pp} stages x {virtual} virtual stages need a layer each, and there are "
-        "{layers}; use at most {most} virtual stages"
-    ),
-    "plan_err_edge_pp": (
-        "fewer layers on the first and last stage need a middle stage: use 3 or more "
-        "pipeline stages (not {pp}), or leave the edge layers out"
-    ),
-    "plan_err_edge_virtual": (
-        "uneven stages are planned for plain 1F1B: use 1 virtual stage, or leave the "
-        "edge layers out"
-    ),
-    "plan_err_edge_layers": (
-        "{edge} layers on the first and on the last stage leave too few of the {layers} "
-        "for the other {pp} - 2 stages; use at most {most}"
-    ),
     "plan_label_model": "Model",
     "plan_label_params": "Parameters",
     "plan_label_layers": "Layers",
     "plan_label_hidden": "Hidden size",
     "plan_label_heads": "Attention heads",
+    "plan_label_kv_heads": "Key-value heads",
+    "plan_label_experts": "Experts",
+    "plan_label_top_k": "Experts per token",
+    "plan_label_expert_params": "Expert parameters",
     "plan_label_vocab": "Vocabulary",
     "plan_label_seq_len": "Sequence length",
     "plan_label_precision": "Precision",
@@ -166,9 +93,11 @@ PLAN_EN: dict[str, str] = {
     "plan_label_offload": "CPU offload",
     "plan_label_tp": "Tensor parallel",
     "plan_label_tp_overlap": "TP comm. hidden (0-1)",
+    "plan_label_cp": "Context parallel",
     "plan_label_pp": "Pipeline stages",
     "plan_label_virtual_stages": "Virtual stages",
     "plan_label_edge_layers": "End-stage layers",
+    "plan_label_ep": "Expert parallel",
     "plan_label_micro_batches": "Micro-batches",
     "plan_label_checkpointing": "Activation checkpointing",
     "plan_label_flash_attention": "Fused attention",
@@ -216,6 +145,8 @@ PLAN_EN: dict[str, str] = {
     "plan_time_compute": "compute",
     "plan_time_tp": "tensor-parallel all-reduces",
     "plan_time_pp": "pipeline sends",
+    "plan_time_cp": "context-parallel K/V all-gathers",
+    "plan_time_ep": "expert-parallel all-to-alls",
     "plan_time_bubble": "pipeline bubble",
     "plan_time_dp": "data-parallel communication, exposed",
     "plan_time_offload": "CPU offload copies",
@@ -226,7 +157,23 @@ PLAN_EN: dict[str, str] = {
         "{gpus} GPUs = tensor {tp} x pipeline {pp} x data {dp}; {micro} micro-batches "
         "of {micro_batch} sequence(s) per replica and step"
     ),
+    "plan_layout_cp": (
+        "{gpus} GPUs = tensor {tp} x context {cp} x pipeline {pp} x data {dp}; {micro} "
+        "micro-batches of {micro_batch} sequence(s) per replica and step"
+    ),
     "plan_bubble": "bubble (p - 1) / (m + p - 1) = {share} with p = {pp}, m = {micro}",
+    "plan_cp_traffic": (
+        "context parallelism over {cp} GPUs: per layer and micro-batch each sends "
+        "{mb} MB of keys and values (all-gather, forward) and as much of their "
+        "gradients (reduce-scatter, backward) on {link}: {seconds} s per step, none "
+        "hidden"
+    ),
+    "plan_ep_traffic": (
+        "expert parallelism over {ep} GPUs: {count} all-to-alls per layer and "
+        "micro-batch (dispatch and combine, forward and backward), each sending {mb} MB "
+        "per GPU on {link}: {seconds} s per step, none hidden; {active} of the {params} "
+        "parameters active per token"
+    ),
     "plan_train": (
         "{days} days on {gpus} GPUs, {gpu_hours} GPU-hours, for {tokens} tokens"
     ),
@@ -246,13 +193,17 @@ PLAN_EN: dict[str, str] = {
     "plan_cannot": "Cannot plan:",
 }
 
-#: Dutch, for the Dutch edition. Terms follow the course's glossary.
-PLAN_NL: dict[str, str] = {
+#: Dutch, less the refusals. Terms follow the course's glossary.
+_WORDS_NL: dict[str, str] = {
     "plan_what_model": "het model",
     "plan_what_params": "het aantal parameters",
     "plan_what_layers": "het aantal lagen",
     "plan_what_hidden": "de verborgen dimensie",
     "plan_what_heads": "het aantal attention-heads",
+    "plan_what_kv_heads": "het aantal key-value-heads",
+    "plan_what_experts": "het aantal experts",
+    "plan_what_top_k": "het aantal experts per token (top-k)",
+    "plan_what_expert_params": "het aantal parameters in de experts",
     "plan_what_vocab": "de grootte van de woordenschat",
     "plan_what_seq_len": "de sequentielengte",
     "plan_what_precision": "de precisie",
@@ -276,9 +227,11 @@ PLAN_NL: dict[str, str] = {
     "plan_what_tp_overlap": (
         "het verborgen deel van de communicatie van het tensorparallellisme"
     ),
+    "plan_what_cp": "de context-parallelle graad",
     "plan_what_pp": "de pipeline-parallelle graad",
     "plan_what_virtual_stages": "het aantal virtuele stages",
     "plan_what_edge_layers": "het aantal lagen van de eerste en laatste stage",
+    "plan_what_ep": "de expert-parallelle graad",
     "plan_what_micro_batches": "het aantal micro-batches",
     "plan_what_checkpointing": "activatie-checkpointing",
     "plan_what_flash_attention": "gefuseerde attention",
@@ -286,104 +239,16 @@ PLAN_NL: dict[str, str] = {
     "plan_what_global_batch": "de globale batch (sequenties)",
     "plan_what_tokens": "het aantal tokens om op te trainen",
     "plan_what_mfu": "de MFU van de matrixproducten",
-    "plan_err_number": (
-        "{what} moet een getal zijn, niet {value}; schrijf het met een punt als "
-        "decimaalteken, bijvoorbeeld 0.4, 7B of 2e12"
-    ),
-    "plan_err_whole": (
-        "{what} moet een geheel getal van {low} tot en met {high} zijn, niet {value}"
-    ),
-    "plan_err_positive": (
-        "{what} moet een getal boven 0 en hoogstens {high} zijn, niet {value}"
-    ),
-    "plan_err_nonneg": (
-        "{what} moet een getal van 0 tot en met {high} zijn, niet {value}"
-    ),
-    "plan_err_bool": "{what} moet waar of onwaar zijn (true of false), niet {value}",
-    "plan_err_choice": (
-        "onbekende waarde {value} voor {what}; geldige waarden: {options}"
-    ),
-    "plan_err_missing": (
-        "een eigen model heeft {what} nodig: vul het in, of kies een bekend model"
-    ),
-    "plan_err_missing_gpu": (
-        "een eigen GPU heeft {what} nodig: vul het in, of kies een GPU-type"
-    ),
-    "plan_err_gpu_memory": (
-        "het GPU-geheugen moet meer dan {least} MB zijn: de CUDA-context ({context} MB) en de "
-        "marge van de allocator ({margin} %) laten daaronder niets over voor tensors"
-    ),
-    "plan_err_missing_link": (
-        "een eigen verbinding heeft {what} nodig: vul het in, of kies een verbinding"
-    ),
-    "plan_err_custom_only": (
-        "{flag} geldt alleen bij {choice} custom: voeg {choice} custom toe (dat vraagt {first} "
-        "en {second}), of laat {flag} weg om de gepubliceerde cijfers te houden"
-    ),
-    "plan_err_heads": (
-        "de verborgen dimensie {hidden} is niet te verdelen over {heads} "
-        "attention-heads; kies een aantal heads dat een deler is van {hidden}"
-    ),
-    "plan_err_gpus_max": (
-        "{gpus} GPU's zijn meer dan de planner aankan ({limit}); neem minder nodes"
-    ),
-    "plan_err_tp_node": (
-        "tensorparallellisme blijft binnen een node: de tensor-parallelle graad {tp} "
-        "moet een deler zijn van de {per_node} GPU's per node; kies een van {options}"
-    ),
-    "plan_err_tp_split": (
-        "de tensor-parallelle graad {tp} moet een deler zijn van de verborgen dimensie "
-        "{hidden} en van de {heads} attention-heads; kies een van {options}"
-    ),
-    "plan_err_pp_layers": (
-        "{pp} pipelinestages voor {layers} lagen: elke stage heeft minstens een laag "
-        "nodig; neem hoogstens {layers} stages"
-    ),
-    "plan_err_mp_gpus": (
-        "tensor- x pipelinegraad {tp} x {pp} = {mp} is geen deler van de {gpus} GPU's; "
-        "kies graden waarvan het product een deler is van {gpus}"
-    ),
-    "plan_err_shard_zero": (
-        "een shardingfactor vraagt ZeRO-stage 1, 2 of 3; stage 0 (DDP) verdeelt niets"
-    ),
-    "plan_err_shard": (
-        "de shardingfactor {shard} moet een deler zijn van de {dp} data-parallelle "
-        "replica's; kies een van {options}"
-    ),
-    "plan_err_batch_dp": (
-        "een globale batch van {batch} sequenties is niet te verdelen over de {dp} "
-        "data-parallelle replica's; neem een veelvoud van {dp}"
-    ),
-    "plan_err_batch": (
-        "een globale batch van {batch} sequenties is niet te verdelen in {dp} "
-        "replica's x {micro} micro-batches; neem een veelvoud van {unit}"
-    ),
-    "plan_err_virtual_pp": (
-        "{virtual} virtuele stages verweven een pipeline: neem 2 of meer "
-        "pipelinestages, of 1 virtuele stage"
-    ),
-    "plan_err_virtual_layers": (
-        "{pp} stages x {virtual} virtuele stages hebben elk een laag nodig, en er zijn "
-        "er {layers}; neem hoogstens {most} virtuele stages"
-    ),
-    "plan_err_edge_pp": (
-        "minder lagen op de eerste en laatste stage vragen een middelste stage: neem "
-        "3 of meer pipelinestages (niet {pp}), of laat de randlagen weg"
-    ),
-    "plan_err_edge_virtual": (
-        "ongelijke stages zijn gepland voor gewone 1F1B: neem 1 virtuele stage, of laat "
-        "de randlagen weg"
-    ),
-    "plan_err_edge_layers": (
-        "{edge} lagen op de eerste en op de laatste stage laten te weinig van de "
-        "{layers} over voor de andere {pp} - 2 stages; neem hoogstens {most}"
-    ),
     # The view's labels
     "plan_label_model": "Model (voorgedefinieerd of eigen)",
     "plan_label_params": "Aantal parameters",
     "plan_label_layers": "Aantal lagen",
     "plan_label_hidden": "Verborgen dimensie",
     "plan_label_heads": "Attention-heads",
+    "plan_label_kv_heads": "Key-value-heads",
+    "plan_label_experts": "Aantal experts",
+    "plan_label_top_k": "Experts per token (top-k)",
+    "plan_label_expert_params": "Parameters in experts",
     "plan_label_vocab": "Woordenschat",
     "plan_label_seq_len": "Sequentielengte",
     "plan_label_precision": "Precisie",
@@ -401,9 +266,11 @@ PLAN_NL: dict[str, str] = {
     "plan_label_offload": "CPU-offload",
     "plan_label_tp": "Tensorparallel",
     "plan_label_tp_overlap": "Verborgen TP-comm. (0-1)",
+    "plan_label_cp": "Contextparallel",
     "plan_label_pp": "Pipelinestages",
     "plan_label_virtual_stages": "Virtuele stages",
     "plan_label_edge_layers": "Lagen eindstages",
+    "plan_label_ep": "Expertparallel",
     "plan_label_micro_batches": "Aantal micro-batches",
     "plan_label_checkpointing": "Activatie-checkpointing",
     "plan_label_flash_attention": "Gefuseerde attention",
@@ -455,6 +322,8 @@ PLAN_NL: dict[str, str] = {
     "plan_time_compute": "rekenen",
     "plan_time_tp": "all-reduces van het tensorparallellisme",
     "plan_time_pp": "berichten tussen pipelinestages",
+    "plan_time_cp": "all-gathers van K/V van het contextparallellisme",
+    "plan_time_ep": "all-to-alls van het expertparallellisme",
     "plan_time_bubble": "pipelinebubbel",
     "plan_time_dp": "communicatie van het dataparallellisme, niet verborgen",
     "plan_time_offload": "kopie\u00ebn van de CPU-offload",
@@ -465,7 +334,23 @@ PLAN_NL: dict[str, str] = {
         "{gpus} GPU's = tensor {tp} x pipeline {pp} x data {dp}; {micro} micro-batches "
         "van {micro_batch} sequentie(s) per replica en stap"
     ),
+    "plan_layout_cp": (
+        "{gpus} GPU's = tensor {tp} x context {cp} x pipeline {pp} x data {dp}; "
+        "{micro} micro-batches van {micro_batch} sequentie(s) per replica en stap"
+    ),
     "plan_bubble": "bubbel (p - 1) / (m + p - 1) = {share} met p = {pp}, m = {micro}",
+    "plan_cp_traffic": (
+        "contextparallellisme over {cp} GPU's: per laag en micro-batch stuurt elke "
+        "GPU {mb} MB aan keys en values (all-gather, voorwaarts) en evenveel van hun "
+        "gradi\u00ebnten (reduce-scatter, achterwaarts) over {link}: {seconds} s per "
+        "stap, niets verborgen"
+    ),
+    "plan_ep_traffic": (
+        "expertparallellisme over {ep} GPU's: {count} all-to-alls per laag en "
+        "micro-batch (verzenden en terugsturen, voorwaarts en achterwaarts), elk {mb} MB "
+        "per GPU over {link}: {seconds} s per stap, niets verborgen; {active} van de "
+        "{params} parameters actief per token"
+    ),
     "plan_train": (
         "{days} dagen op {gpus} GPU's, {gpu_hours} GPU-uren, voor {tokens} tokens"
     ),
@@ -486,6 +371,10 @@ PLAN_NL: dict[str, str] = {
     "plan_cannot": "Plannen niet mogelijk:",
 }
 
+#: English: what each input is called, labels, results, and the refusals.
+PLAN_EN: dict[str, str] = {**_WORDS_EN, **REFUSALS_EN}
+#: Dutch, for the Dutch edition, in the same order.
+PLAN_NL: dict[str, str] = {**_WORDS_NL, **REFUSALS_NL}
 
 _TABLES = {"en": PLAN_EN, "nl": PLAN_NL}
 

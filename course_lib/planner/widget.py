@@ -1,13 +1,13 @@
 """The training planner in the page: inputs, memory per GPU, verdict, step time, days,
 no kernel.
 
-Chapters 2, 9, 10 and 11 show it. :func:`planner` returns a self-contained HTML +
+Chapters 2, 9, 10, 11 and 12 show it. :func:`planner` returns a self-contained HTML +
 JavaScript view (one ``<div>`` and one inline ``<script>``, no ipywidgets comm, nothing
 fetched), as the bit explorer (:mod:`course_lib.numbers.bit_explorer`) does, so it
 answers every change in JupyterLab, in Colab and in the static book alike. The script
 carries ``planner.js`` (the JavaScript twin of :mod:`course_lib.planner.model`, proven
 equal to it by the tests) and every table and text it needs
-(:func:`course_lib.planner.model.js_tables`), so the page computes exactly what Python
+(:func:`js_tables`), so the page computes exactly what Python
 computes. The view shows the inputs (model, hardware, strategy), a stacked bar of memory
 per GPU against the card's capacity with the line tensors may not pass, the verdict and
 the cheapest change, the step time by part, the bubble, days and GPU-hours, and the
@@ -29,11 +29,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from course_lib.numbers import i18n
-from course_lib.planner import model, report, texts
+from course_lib.numbers import i18n, memory
+from course_lib.parallel import cost_model
+from course_lib.planner import inputs, model, presets, report, texts
 from course_lib.planner.inputs import Plan, Raw
 
-__all__ = ["FOCUSES", "Planner", "planner", "planner_css", "planner_js"]
+__all__ = ["FOCUSES", "Planner", "js_tables", "planner", "planner_css", "planner_js"]
 
 HERE = Path(__file__).resolve().parent
 #: What a view opens on: everything, or memory with the step time folded.
@@ -58,6 +59,59 @@ def planner_css() -> str:
     Chapter 2, *The memory wall*.
     """
     return (HERE / "planner.css").read_text(encoding="utf-8")
+
+
+def js_tables() -> dict[str, Any]:
+    """Every number and text ``planner.js`` uses, from the tables the Python model uses.
+
+    Chapter 2, *The memory wall*.
+    """
+    def link(l: cost_model.Link) -> dict[str, Any]:
+        return {"name": l.name, "bandwidth": l.bandwidth, "latency": l.latency}
+
+    key_of = presets.KEY_OF_LINK
+    return {
+        "fields": [dataclasses.asdict(f) for f in inputs.FIELDS],
+        "defaults": {f.name: f.default for f in dataclasses.fields(Plan)},
+        "choices": {f.name: inputs.choices(f.name)
+                    for f in inputs.FIELDS if f.kind == "choice"},
+        "presets": {key: {"name": p.name, "params": p.params,
+                          "layers": p.shape.n_layers, "hidden": p.shape.hidden,
+                          "heads": p.shape.n_heads, "vocab": p.shape.vocab,
+                          "seq_len": p.seq_len, "global_batch": p.global_batch,
+                          "tokens": p.tokens, "kv_heads": p.kv_heads,
+                          "experts": p.experts, "top_k": p.top_k,
+                          "expert_params": p.expert_params}
+                    for key, p in presets.PRESETS.items()},
+        "gpus": {key: {"name": a.name, "memory": a.memory, "hbm": a.bandwidth,
+                       "peak": {name: a.dense[dtype]
+                                for name, dtype in presets.PEAK_DTYPE.items()},
+                       "own_link": key_of[a.gpu_link or a.host_link],
+                       "host_link": key_of[a.host_link]}
+                 for key, a in presets.GPUS.items()},
+        "links": {key: link(presets.LINKS[name])
+                  for key, name in presets.LINK_KEYS.items()},
+        "precisions": {name: dataclasses.asdict(p)
+                       for name, p in memory.PRECISIONS.items()},
+        "optimizers": {name: dataclasses.asdict(o)
+                       for name, o in memory.OPTIMIZERS.items()},
+        "constants": {
+            "cuda_context": memory.CUDA_CONTEXT_BYTES,
+            "margin": memory.ALLOCATOR_MARGIN, "bucket": cost_model.DDP_BUCKET_BYTES,
+            "max_gpus": inputs.MAX_GPUS,
+            "custom_global_batch": inputs.CUSTOM_GLOBAL_BATCH,
+            "tokens_per_param": inputs.TOKENS_PER_PARAM,
+            "backward_share": model.BACKWARD_SHARE,
+            "custom_gpu_links": list(presets.CUSTOM_GPU_LINKS),
+            "seconds_per_day": model.SECONDS_PER_DAY, "hbm_passes": model.HBM_PASSES,
+            "reduce_bytes": model.REDUCE_BYTES,
+            # the gradient buckets chapter 2's estimator adds on more than one GPU
+            "bucket_temporaries": memory.training_memory(
+                1, batch=1, seq_len=1, gpus=2, shape=memory.ModelShape(1, 1, 1, 1, 0)
+            ).temporaries,
+        },
+        "texts": {language: texts.texts(language) for language in i18n.LANGUAGES},
+    }
 
 
 def _script_json(value: object) -> str:
@@ -111,7 +165,7 @@ class Planner:
         element_id = f"course-plan-{next(_ids)}"
         config = {"inputs": _given(self.spec), "language": self.language,
                   "focus": self.focus,
-                  "tables": model.js_tables()}
+                  "tables": js_tables()}
         static = html.escape(texts.text("plan_fallback", self.language,
                                         summary=self.summary()))
         start = (

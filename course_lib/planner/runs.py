@@ -1,0 +1,335 @@
+"""Published training runs and benchmarks, as the planner's validation reads them.
+
+Chapters 2, 9, 10, 11 and 12 show the planner against them
+(:mod:`course_lib.planner.validation` predicts each run from its setting alone; this
+module is the data). :data:`RUNS` holds each run's source (a key of
+``book/references.bib``), where in the source its number stands, the planner inputs that
+express its setting (model shape, GPUs, layout, batch, sequence length, precision,
+ZeRO/FSDP stage, checkpointing, context and expert parallelism) and the one figure it
+reports: whether it fits, memory per GPU, TFLOP/s or tokens/s per GPU, or days to
+train. No published figure is an input of its own row. ``verified`` says how each
+number was read, and which inputs, if any, the source does not state; ``note`` why the
+planner misses it, where that can be told.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["CALIBRATION_RUNS", "KINDS", "RUNS", "Run"]
+
+#: What a run reports: its unit as the table prints it.
+KINDS = {"fits": "fits", "memory_gib": "GiB per GPU", "tflops": "TFLOP/s per GPU",
+         "tokens_per_s": "tokens/s per GPU", "days": "days"}
+
+
+@dataclass(frozen=True)
+class Run:
+    """One published run: its name, source (bib key), where the figure stands, the
+    planner inputs that express its setting, what it reports and how that was read.
+
+    ``flops`` names how the source counts a TFLOP/s figure: "megatron" (Narayanan et
+    al.'s equation 3, recomputation counted), "palm" (6N + 12 l h s per token, no
+    recomputation). ``note``: why the planner misses, where that can be told;
+    ``memory_note``: why its memory differs, where that is another reason;
+    ``decidable`` False: a fit verdict the planner's model cannot tell (not counted).
+
+    Used by the library's other modules.
+    """
+
+    name: str
+    source: str
+    where: str
+    inputs: Mapping[str, Any]
+    kind: str
+    value: float | bool
+    verified: str
+    flops: str = ""
+    note: str = ""
+    memory_note: str = ""
+    decidable: bool = True
+
+
+_MEGATRON_TEXT = ("read from Table 1 of the paper's text (a markdown conversion of the "
+                  "arXiv PDF); the abstract's 3,072 GPUs and 52 % agree")
+_TABLE2_TEXT = ("read from Table 2 of the paper's text (a markdown conversion of the "
+                "arXiv PDF)")
+_PTDP = ("t = 8 inside the node (the paper's rule, as in Table 1) splits the published "
+         "model-parallel size")
+_FOUNDRY = ("read from scripts/train/benchmarking/README.md (llm-foundry, commit "
+            "061f2c7); the shape from scripts/train/yamls/pretrain/mpt-*.yaml")
+_TITAN_A100 = ("read from docs/performance.md (torchtitan, commit 0413364, 64 A100 80GB)"
+               "; Llama shapes from the models' published configurations")
+_TITAN_H100 = ("read from docs/performance.md (torchtitan, commit eaea6f6, H100 96GB at "
+               "500 W); Llama 3.1 8B's shape from its published configuration")
+_LLAMA3_TEXT = ("read from Table 4 of the paper's text (several conversions agree); "
+                "FSDP as section 3.3.2 describes it, as ZeRO 2; no checkpointing")
+_NET_A100 = "the network is not in the table: InfiniBand HDR assumed"
+_ZERO3_NOTE = ("in the paper, DeepSpeed's ZeRO 3 took about as long per step on this "
+               "many GPUs as on half of them (GPUs x TFLOP/s per GPU stays flat, the "
+               "batch is the same): its gathers ran far below the links' bandwidth; "
+               "the planner gathers at NCCL's rate, prefetched behind compute")
+_WEAK = ("per-GPU throughput rises with model size in the paper; the planner's "
+         "memory-bound work (a 1 / h share) accounts for part of that rise")
+_SELECTIVE = ("selective activation checkpointing is neither none nor full: the planner "
+              "takes none")
+_NO_OVERLAP = ("not identified: FSDP's gathers hide behind compute in the planner, "
+               "as they should; under-predicted like the A100 runs with "
+               "checkpointing above")
+_SMALL_H100 = ("small models run further below an H100's peak than their memory-bound "
+               "work explains: kernel launches and matrix tiles too small for the "
+               "GPU, which the planner does not model")
+_FAST_A100 = ("this A100 run computed above the one calibrated efficiency (the table "
+              "gives it 71-74 % HFU); the planner has one efficiency for every GPU")
+_DEEPSPEED_MEMORY = ("the planner holds what FSDP holds: a whole layer gathered and its "
+                     "gradients reduce-scattered in FP32 (a 530B layer is 5B parameters, "
+                     "20 GB); DeepSpeed's ZeRO 3 gathers and reduces in buckets, so the "
+                     "planner cannot separate the 640-GPU run that fit from the 560-GPU "
+                     "one that did not")
+
+
+def _megatron(params: float, heads: int, hidden: int, layers: int, t: int, p: int,
+              gpus: int, batch: int, **more: Any) -> dict[str, Any]:
+    """A GPT of Megatron-LM's tables on Selene's A100 80GB (vocabulary 51,200, 2,048
+    tokens, mixed precision, full recomputation; Megatron-LM's dropout of 0.1 and its
+    fused softmax, which keeps the attention probabilities: FlashAttention came in
+    2022)."""
+    return dict(model="custom", params=params, layers=layers, hidden=hidden, heads=heads,
+                vocab=51200, seq_len=2048, precision="fp16-mixed", gpu="a100-80",
+                network_link="ib-hdr", nodes=gpus // 8, tp=t, pp=p, global_batch=batch,
+                checkpointing=True, flash_attention=False, dropout=True, **more)
+
+
+_T1 = ((1.7e9, 24, 2304, 24, 1, 1, 32, 512, 137),
+       (3.6e9, 32, 3072, 30, 2, 1, 64, 512, 138),
+       (7.5e9, 32, 4096, 36, 4, 1, 128, 512, 142),
+       (18.4e9, 48, 6144, 40, 8, 1, 256, 1024, 135),
+       (39.1e9, 64, 8192, 48, 8, 2, 512, 1536, 138),
+       (76.1e9, 80, 10240, 60, 8, 4, 1024, 1792, 140),
+       (145.6e9, 96, 12288, 80, 8, 8, 1536, 2304, 148),
+       (310.1e9, 128, 16384, 96, 8, 16, 1920, 2160, 155),
+       (529.6e9, 128, 20480, 105, 8, 35, 2520, 2520, 163),
+       (1008.0e9, 160, 25600, 128, 8, 64, 3072, 3072, 163))
+
+_GPT3 = (174.6e9, 96, 12288, 96)
+_GPT530 = (529.6e9, 128, 20480, 105)
+
+
+def _table2(scheme: str, shape: tuple[float, int, int, int], gpus: int, batch: int,
+            micro: int, tflops: float) -> Run:
+    """One row of Megatron-LM's Table 2 (PTD-P or ZeRO-3 without model parallelism)."""
+    params, heads, hidden, layers = shape
+    size = f"{params / 1e9:.0f}B"
+    if scheme == "ZeRO-3":
+        inputs = _megatron(params, heads, hidden, layers, 1, 1, gpus, batch, zero=3,
+                           micro_batches=batch // (gpus * micro))
+        return Run(f"Megatron ZeRO-3 {size}, {gpus} GPUs", "narayanan2021megatron",
+                   "Table 2", inputs, "tflops", tflops, _TABLE2_TEXT, "megatron",
+                   _ZERO3_NOTE, _DEEPSPEED_MEMORY)
+    pp = 12 if params < 2e11 else 35
+    inputs = _megatron(params, heads, hidden, layers, 8, pp, gpus, batch)
+    return Run(f"Megatron PTD-P {size}, {gpus} GPUs", "narayanan2021megatron",
+               "Table 2", inputs, "tflops", tflops, f"{_TABLE2_TEXT}; {_PTDP}",
+               "megatron")
+
+
+def _mpt(size: str, params: int, gpu: str, gpus: int, micro: int, accum: int,
+         batch: int, checkpointing: bool, tps: float) -> Run:
+    """One row of llm-foundry's MPT benchmark tables (FSDP FULL_SHARD, 2,048 tokens)."""
+    shapes = {"70b": (80, 8192, 64), "30b": (48, 7168, 56), "13b": (40, 5120, 40),
+              "7b": (32, 4096, 32), "3b": (32, 2560, 20), "1b": (24, 2048, 16),
+              "760m": (24, 1536, 12)}
+    layers, hidden, heads = shapes[size]
+    network = "ib-ndr" if gpu == "h100" else "ib-hdr"
+    inputs = dict(model="custom", params=params, layers=layers, hidden=hidden,
+                  heads=heads, vocab=50368, seq_len=2048, precision="bf16-mixed",
+                  gpu=gpu, network_link=network, nodes=gpus // 8, zero=3,
+                  global_batch=batch, micro_batches=accum, checkpointing=checkpointing)
+    card = {"h100": "H100 80GB", "a100-80": "A100 80GB", "a100-40": "A100 40GB"}[gpu]
+    if batch != micro * accum * gpus:
+        raise ValueError(f"MPT-{size}: {batch} != {micro} x {accum} x {gpus}")
+    net = ("the H100 table names no network: InfiniBand NDR assumed" if gpu == "h100"
+           else "1,600 Gb/s RoCE per node: InfiniBand HDR's 25 GB/s per GPU")
+    note = _NO_OVERLAP if gpus > 8 else ""
+    if gpu == "h100" and params < 2e10:
+        note = _SMALL_H100
+    elif gpu == "a100-80" and checkpointing:
+        note = _FAST_A100
+    return Run(f"MPT-{size.upper()}, {gpus} {card}", "llmfoundry_benchmarks",
+               f"benchmark table '{card}', seq 2048, {gpus} GPUs", inputs,
+               "tokens_per_s", tps, f"{_FOUNDRY}; {net}", note=note)
+
+
+_LLAMA_SHAPES = {"llama3-8b": (8.03e9, 32, 4096, 32, 128256, 8192),
+                 "llama3-70b": (70.6e9, 80, 8192, 64, 128256, 8192),
+                 "llama2-13b": (13.0e9, 40, 5120, 40, 32000, 4096),
+                 "llama2-70b": (68.98e9, 80, 8192, 64, 32000, 4096)}
+
+
+def _llama(key: str, gpu: str, gpus: int, local_batch: int, checkpointing: bool,
+           **more: Any) -> dict[str, Any]:
+    """A Llama model under FSDP (ZeRO 3) with ``local_batch`` sequences per GPU."""
+    params, layers, hidden, heads, vocab, seq = _LLAMA_SHAPES[key]
+    tp = more.get("tp", 1)
+    inputs = dict(model="custom", params=params, layers=layers, hidden=hidden,
+                  heads=heads, vocab=vocab, seq_len=seq, precision="bf16-mixed",
+                  gpu=gpu, nodes=gpus // 8, zero=3, micro_batches=1,
+                  global_batch=local_batch * gpus // tp, checkpointing=checkpointing,
+                  network_link="ib-ndr" if gpu == "h100" else "ib-hdr")
+    inputs.update(more)
+    return inputs
+
+
+def _titan(name: str, where: str, inputs: dict[str, Any], kind: str,
+           value: float | bool, verified: str, note: str = "") -> Run:
+    return Run(name, "torchtitan_performance", where, inputs, kind, value, verified,
+               note=note)
+
+
+_LONG_CONTEXT = ("at 131,072 tokens attention is no detail: the planner's step computes "
+                 "causal attention's 6 l h s per token in a fused kernel, two thirds of "
+                 "6 N, and the published TFLOP/s count PaLM's 12 l h s, twice that; "
+                 "Llama 3's interleaved pipeline is planned as plain 1F1B (16 "
+                 "micro-batches on 16 stages: a 48 % bubble), so the planner's steps "
+                 "are too long")
+_DEEPSEEK = ("DeepSeek-V3 computes its matrix products in FP8 (twice the BF16 peak the "
+             "planner takes), its DualPipe schedule hides the all-to-alls and the "
+             "pipeline bubble behind compute, and node-limited routing sends a token "
+             "over InfiniBand to at most 4 nodes, in FP8; the planner sends all 8 "
+             "copies in 16 bits, none hidden. Multi-head latent attention and "
+             "multi-token prediction are not modelled")
+_LLAMA3_405B = dict(model="llama3-405b", gpu="h100", network_link="ib-ndr", tp=8,
+                    pp=16, edge_layers=7, zero=2, checkpointing=False,
+                    global_batch=2048)
+
+#: Every run of the validation set, in the order the table prints them.
+RUNS: tuple[Run, ...] = (
+    *(Run(f"Megatron GPT {p / 1e9:g}B, {n} GPUs", "narayanan2021megatron", "Table 1",
+          _megatron(p, a, h, l, t, pp, n, b), "tflops", x, _MEGATRON_TEXT, "megatron",
+          _WEAK if p < 5e10 else "")
+      for p, a, h, l, t, pp, n, b, x in _T1),
+    _table2("ZeRO-3", _GPT3, 384, 1536, 4, 144),
+    _table2("ZeRO-3", _GPT3, 768, 1536, 2, 88),
+    _table2("ZeRO-3", _GPT3, 1536, 1536, 1, 44),
+    _table2("ZeRO-3", _GPT530, 640, 2560, 4, 138),
+    _table2("ZeRO-3", _GPT530, 1120, 2240, 2, 98),
+    _table2("ZeRO-3", _GPT530, 2240, 2240, 1, 48),
+    _table2("PTD-P", _GPT3, 384, 1536, 1, 153),
+    _table2("PTD-P", _GPT3, 768, 1536, 1, 149),
+    _table2("PTD-P", _GPT3, 1536, 1536, 1, 141),
+    _table2("PTD-P", _GPT530, 560, 2240, 1, 171),
+    _table2("PTD-P", _GPT530, 1120, 2240, 1, 167),
+    _table2("PTD-P", _GPT530, 2240, 2240, 1, 159),
+    Run("Megatron ZeRO-3 530B, 560 GPUs, micro-batch 4", "narayanan2021megatron",
+        "Table 2, caption", _megatron(*_GPT530, 1, 1, 560, 2240, zero=3, micro_batches=1),
+        "fits", False, f"{_TABLE2_TEXT}: 'did not fit on 560 GPUs'",
+        memory_note=_DEEPSPEED_MEMORY, decidable=False),
+    Run("Llama 3 405B, 8,192 H100", "dubey2024llama3", "Table 4, row 1",
+        dict(_LLAMA3_405B, nodes=1024, micro_batches=32), "tflops", 430, _LLAMA3_TEXT,
+        "palm", "Llama 3 ran an interleaved pipeline (the paper does not give its "
+        "virtual stages): planned as plain 1F1B, the bubble is (p - 1) / m of the busy "
+        "time; with 2 virtual stages it halves"),
+    Run("Llama 3 405B, 16,384 H100", "dubey2024llama3", "Table 4, row 2",
+        dict(_LLAMA3_405B, nodes=2048, micro_batches=16), "tflops", 400, _LLAMA3_TEXT,
+        "palm", "as above, with 16 micro-batches per pipeline"),
+    Run("Llama 3 405B, 128K context, 16,384 H100", "dubey2024llama3", "Table 4, row 3",
+        dict(_LLAMA3_405B, nodes=2048, cp=16, seq_len=131072, global_batch=128,
+             micro_batches=16), "tflops", 380,
+        "read from Table 4, row 3 (TP 8, CP 16, PP 16, 131,072 tokens, 16M tokens per "
+        "batch, 380 TFLOP/s, 38 % MFU; an SC'24 talk's slide gives the same row); DP 8 "
+        "= 16,384 / (8 x 16 x 16), so 16 sequences per data-parallel group; "
+        + _LLAMA3_TEXT.split("; ", 1)[1], "palm", _LONG_CONTEXT),
+    Run("BLOOM 176B, 384 A100 80GB", "bigscience_bloom_card",
+        "model card, 'Training throughput'",
+        dict(model="custom", params=176e9, layers=70, hidden=14336, heads=112,
+             vocab=250880, seq_len=2048, precision="bf16-mixed", gpu="a100-80",
+             network_link="ib-hdr", nodes=48, tp=4, pp=12, zero=1, global_batch=2048,
+             micro_batches=128, checkpointing=True, flash_attention=False), "tflops",
+        150,
+        "'About 150 TFLOP per GPU per second' read from the model card; layout, batch "
+        "and shape from train/tr11-176B-ml/tr11-176B-ml.slurm; Omni-Path taken as "
+        "InfiniBand HDR", "megatron",
+        "the embedding and head (250,880 x 14,336) counted as pipeline stages of their "
+        "own in the run; the planner's stages are equal"),
+    Run("DeepSeek-V3, 2,048 H800, per trillion tokens", "deepseek2024v3",
+        "section 1 (and Table 1: 180K H800 GPU-hours per trillion tokens)",
+        dict(model="deepseek-v3", gpu="h800", network_link="ib-ndr", nodes=256, pp=16,
+             ep=64, zero=1, tokens=1e12), "days", 3.7,
+        "'3.7 days on our cluster with 2048 H800 GPUs' per trillion tokens, read from "
+        "the paper's introduction; PP 16, EP 64 over 8 nodes, ZeRO-1 from section "
+        "3.2; InfiniBand at 50 GB/s per GPU (section 3.2.2); 15,360 sequences of 4K "
+        "per batch (section 4.2; the ramp from 3,072 over the first 469B tokens left "
+        "out); micro-batches not published: one sequence each", note=_DEEPSEEK),
+    _mpt("70b", 64862437376, "h100", 64, 8, 4, 2048, True, 1039),
+    _mpt("30b", 29975214080, "h100", 32, 14, 3, 1344, True, 2308),
+    _mpt("13b", 12853954560, "h100", 64, 2, 1, 128, False, 4800),
+    _mpt("13b", 12853954560, "h100", 8, 2, 1, 16, False, 4792),
+    _mpt("7b", 6658859008, "h100", 8, 6, 1, 48, False, 10643),
+    _mpt("3b", 2651837440, "h100", 64, 6, 3, 1152, False, 22525),
+    _mpt("1b", 1315950592, "h100", 64, 20, 1, 1280, False, 44402),
+    _mpt("760m", 760470528, "h100", 32, 24, 1, 768, False, 67971),
+    _mpt("70b", 64862437376, "a100-80", 64, 8, 4, 2048, True, 410),
+    _mpt("30b", 29975214080, "a100-80", 8, 3, 21, 504, True, 916),
+    _mpt("13b", 12853954560, "a100-80", 8, 2, 3, 48, False, 2262),
+    _mpt("7b", 6658859008, "a100-80", 8, 6, 2, 96, False, 4641),
+    _mpt("3b", 2651837440, "a100-80", 8, 10, 2, 160, False, 10811),
+    _mpt("1b", 1315950592, "a100-80", 8, 14, 4, 448, False, 20513),
+    _mpt("760m", 760470528, "a100-80", 8, 24, 2, 384, False, 32434),
+    _mpt("70b", 64862437376, "a100-40", 128, 4, 1, 512, True, 376),
+    _mpt("13b", 12853954560, "a100-40", 128, 16, 1, 2048, True, 1972),
+    _mpt("7b", 6658859008, "a100-40", 128, 18, 1, 2304, True, 3623),
+    _titan("torchtitan Llama 3 8B, 64 A100, selective op AC", "'Llama 3 performance "
+           "numbers', row 2", _llama("llama3-8b", "a100-80", 64, 1, False),
+           "tokens_per_s", 2973, f"{_TITAN_A100}; {_NET_A100}", _SELECTIVE),
+    _titan("torchtitan Llama 3 70B, 64 A100, full AC", "'Llama 3 performance "
+           "numbers', row 3", _llama("llama3-70b", "a100-80", 64, 1, True),
+           "tokens_per_s", 331, f"{_TITAN_A100}; {_NET_A100}", _NO_OVERLAP),
+    _titan("torchtitan Llama 2 13B, 64 A100, no AC", "'Llama 2 performance numbers', "
+           "row 1", _llama("llama2-13b", "a100-80", 64, 2, False), "tokens_per_s",
+           2162, f"{_TITAN_A100}; {_NET_A100}", _NO_OVERLAP),
+    _titan("torchtitan Llama 2 70B, 64 A100, full AC", "'Llama 2 performance numbers', "
+           "row 5", _llama("llama2-70b", "a100-80", 64, 2, True), "tokens_per_s", 353,
+           f"{_TITAN_A100}; {_NET_A100}", _NO_OVERLAP),
+    _titan("torchtitan Llama 2 70B, 64 A100, selective op AC, batch 1", "'Llama 2 "
+           "performance numbers', row 4", _llama("llama2-70b", "a100-80", 64, 1, False),
+           "tokens_per_s", 355, f"{_TITAN_A100}; {_NET_A100}", _SELECTIVE),
+    _titan("torchtitan Llama 2 70B, 64 A100, selective AC, batch 2: out of memory",
+           "'Llama 2 performance numbers', footnote 1",
+           _llama("llama2-70b", "a100-80", 64, 2, False), "fits", False,
+           f"{_TITAN_A100}; {_NET_A100}", _SELECTIVE),
+    _titan("torchtitan Llama 3.1 405B, 128 H100, FSDP + TP 8", "'Llama 3.1 performance "
+           "numbers', row 1", dict(model="llama3-405b", gpu="h100", gpu_memory_gb=94,
+                                   network_link="ib-ndr", nodes=16, tp=8, zero=3,
+                                   global_batch=32, micro_batches=1, checkpointing=True),
+           "tokens_per_s", 109, "read from docs/performance.md (torchtitan, the "
+           "version with 128 H100 94GB); local batch 2, global 32 as it states; "
+           "the 8,192-token sequences its 29.0 % MFU implies",
+           note="not identified: tensor parallelism's all-reduces and FSDP's "
+           "collectives share the links in the run; the planner adds them freely"),
+    _titan("torchtitan Llama 3.1 405B, 128 H100, FSDP alone: out of memory",
+           "'Llama 3.1 performance numbers', text", dict(
+               model="llama3-405b", gpu="h100", gpu_memory_gb=94, network_link="ib-ndr",
+               nodes=16, zero=3, global_batch=256, micro_batches=1, checkpointing=True),
+           "fits", False, "'We do see OOM for 1D parallelism (FSDP2)' read from "
+           "docs/performance.md; local batch 2 (the 2D run's) assumed"),
+    _titan("torchtitan Llama 3.1 8B, 8 H100, FSDP", "Table 1, row 1",
+           _llama("llama3-8b", "h100", 8, 2, False, gpu_memory_gb=96), "tokens_per_s",
+           5762, _TITAN_H100, "the GPUs ran at 500 W, below the datasheet's clocks; "
+           + _SELECTIVE),
+    _titan("torchtitan Llama 3.1 8B, 128 H100, FSDP", "Table 3, row 1",
+           _llama("llama3-8b", "h100", 128, 2, False, gpu_memory_gb=96), "tokens_per_s",
+           5605, _TITAN_H100, "500 W GPUs; " + _NO_OVERLAP),
+    _titan("torchtitan Llama 3.1 8B, 8 H100, FSDP: memory", "Table 1, row 1",
+           _llama("llama3-8b", "h100", 8, 2, False, gpu_memory_gb=96), "memory_gib",
+           82.4, _TITAN_H100, _SELECTIVE),
+    _titan("torchtitan Llama 3.1 8B, 128 H100, FSDP: memory", "Table 3, row 1",
+           _llama("llama3-8b", "h100", 128, 2, False, gpu_memory_gb=96), "memory_gib",
+           67.0, _TITAN_H100, _SELECTIVE),
+)
+
+#: The runs the one calibration (the planner's ``mfu``) is fitted on: one A100 run with
+#: tensor parallelism, one A100 and one H100 run of plain FSDP on one node.
+CALIBRATION_RUNS = ("Megatron GPT 18.4B, 256 GPUs", "MPT-7B, 8 A100 80GB",
+                    "MPT-7B, 8 H100 80GB")
