@@ -38,7 +38,8 @@ import notebooks  # noqa: E402  (tools/notebooks.py: the setup cell every notebo
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "course_lib"
 #: One notebook of each part of the course, the quickest there, and the Dutch edition.
-NOTEBOOKS = ("04_quantizing_pi.ipynb", "05_quantization.ipynb", "10_hardware.ipynb", "nl/kwantisatie.ipynb")
+NOTEBOOKS = ("04_quantizing_pi.ipynb", "05_quantization.ipynb", "12_long_sequences_and_experts.ipynb",
+             "nl/kwantisatie.ipynb")
 
 
 def run(command: Sequence[str | Path], timeout: float, input: str | None = None, **kwargs) -> str:

@@ -133,9 +133,10 @@ PARTS: tuple[tuple[str, tuple[Chapter, ...]], ...] = (
                 "measured, checkpointing, a 2-D mesh, and how real runs lay out their GPUs",
                 (60, 120), (2, 8, 9)),
         Chapter(12, "Long sequences and many experts", "12_long_sequences_and_experts.ipynb",
-                "Context parallelism (an all-gather of K and V, the pass-KV ring with the "
-                "online softmax, causal load balance) and expert parallelism (router, "
-                "capacity, all-to-all) on two ranks; Llama 3's 128K stage and DeepSeek-V3",
+                "Context parallelism (all-gather of K and V, the pass-KV ring, causal "
+                "balance, memory against 1/cp) and expert parallelism (router, capacity, "
+                "all-to-all, a mesh with DP) on real ranks; Llama 3's 128K stage and "
+                "DeepSeek-V3 planned",
                 (60, 105), (8, 11)),
     )),
 )  # fmt: skip

@@ -3,10 +3,12 @@
 Chapter 12, *Long sequences and many experts*, shows what :mod:`course_lib.parallel` measured:
 attention over a sequence split across ranks (all-gather of K/V and the pass-KV ring) against
 one process, with the bytes and the work of each rank; a mixture-of-experts layer spread over
-ranks by all-to-all; and two published layouts, Llama 3 405B's 128K stage and DeepSeek-V3's,
-with the course's formulas and α–β model. The runs themselves are in
-:mod:`course_lib.parallel.context_parallel` and :mod:`~course_lib.parallel.experts`; nothing here
-computes a result of its own.
+ranks by all-to-all, and on a mesh of replicas by expert ranks; the activations a
+context-parallel rank keeps for backward, against 1/cp; and two published layouts, Llama 3
+405B's 128K stage and DeepSeek-V3's, with the course's formulas and α–β model. The runs
+themselves are in :mod:`course_lib.parallel.context_parallel`,
+:mod:`~course_lib.parallel.context_memory`, :mod:`~course_lib.parallel.experts` and
+:mod:`~course_lib.parallel.expert_mesh`; nothing here computes a result of its own.
 """
 
 from __future__ import annotations
@@ -17,15 +19,21 @@ from typing import TYPE_CHECKING
 
 from course_lib.base.tables import Table
 from course_lib.parallel import context_parallel, cost_model
+from course_lib.planner import model as planner_model
+from course_lib.planner import validation
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+    from course_lib.parallel.context_memory import CPMemory
     from course_lib.parallel.context_parallel import CPCheck
+    from course_lib.parallel.expert_mesh import EPMeshCheck
     from course_lib.parallel.experts import EPCheck, NodeTraffic
+    from course_lib.planner.model import PlanResult
 
-__all__ = ["DEEPSEEK_V3", "LLAMA3_128K", "DeepSeekLayout", "Llama3LongContext", "cp_table",
-           "deepseek_table", "ep_table", "llama3_cp_table", "plot_causal_work"]
+__all__ = ["DEEPSEEK_V3", "LLAMA3_128K", "DeepSeekLayout", "Llama3LongContext",
+           "cp_memory_table", "cp_table", "deepseek_table", "ep_mesh_table", "ep_table",
+           "llama3_cp_table", "plot_causal_work", "plot_cp_memory"]
 
 
 def cp_table(runs: Sequence[Sequence[CPCheck]], names: Sequence[str]) -> Table:
@@ -74,6 +82,83 @@ def plot_causal_work(seq_len: int, cp: int) -> Figure:
     ax.legend(fontsize=9)
     fig.tight_layout()
     return fig
+
+
+def cp_memory_table(records: Sequence[CPMemory]) -> Table:
+    """Bytes one rank saved for backward per degree and schedule, and their share of cp = 1's.
+
+    ``records`` are one rank's :class:`~course_lib.parallel.context_memory.CPMemory`, the
+    first at ``cp = 1``.
+
+    Chapter 12, *Long sequences and many experts*.
+    """
+    one = records[0]
+    rows = []
+    for r in records:
+        gather, ring = r.total("all-gather"), r.total("ring")
+        rows.append([r.cp, f"{1 / r.cp:.3f}", f"{gather:,}",
+                     f"{gather / one.total('all-gather'):.3f}",
+                     f"{r.as_large_as(one, 'all-gather') if r.cp > 1 else 0:,}",
+                     f"{ring:,}", f"{ring / one.total('ring'):.3f}"])
+    headers = ["cp", "1/cp", "all-gather (bytes)", "share of cp = 1", "of which not shrunk",
+               "ring (bytes)", "share of cp = 1"]
+    return Table(headers, rows, title=f"Saved for backward by one rank, attention over "
+                                      f"{one.seq_len} tokens")
+
+
+def plot_cp_memory(records: Sequence[CPMemory]) -> Figure:
+    """What a rank saves for backward, as a share of one process's, against 1/cp.
+
+    ``records`` as :func:`cp_memory_table`: one rank's, the first at ``cp = 1``.
+
+    Chapter 12, *Long sequences and many experts*.
+    """
+    import matplotlib.pyplot as plt
+
+    one = records[0]
+    degrees = [r.cp for r in records]
+    fig, ax = plt.subplots(figsize=(8, 3.4))
+    ax.plot(degrees, [1 / cp for cp in degrees], color="#BBBBBB", lw=6, zorder=1,
+            label="1/cp")  # wide and pale: the ring's line lies on it
+    for schedule, colour, marker in (("all-gather", "#C44E52", "o"), ("ring", "#4C72B0", "s")):
+        share = [r.total(schedule) / one.total(schedule) for r in records]
+        ax.plot(degrees, share, color=colour, marker=marker, lw=1.5,
+                label=f"{schedule}, measured")
+    kept = records[-1].as_large_as(one, "all-gather") / one.total("all-gather")
+    ax.axhline(kept, color="#C44E52", lw=1, ls=":",
+               label="all-gather: gathered K/V, whole sequence")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(degrees, [str(cp) for cp in degrees])
+    ax.set_xlabel("context-parallel degree cp")
+    ax.set_ylabel("saved / one process's")
+    ax.set_ylim(0, 1.08)
+    ax.set_title(f"Saved for backward by one rank, attention over {one.seq_len} tokens",
+                 fontsize=10)
+    ax.legend(fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def ep_mesh_table(ranks: Sequence[EPMeshCheck]) -> Table:
+    """Per rank of an EP x DP mesh: what it holds, what crosses which group, its gaps.
+
+    Chapter 12, *Long sequences and many experts*.
+    """
+    rows = []
+    for r in ranks:
+        held = ", ".join(str(e) for e in r.experts_held)
+        rows.append([r.rank, f"{r.dp_rank}, {r.ep_rank}", held,
+                     " ".join(map(str, r.ep_group)),
+                     f"{r.traffic.dispatch_bytes_to_others:,}",
+                     " ".join(map(str, r.dp_group)), f"{r.expert_grad_bytes:,}",
+                     f"{r.router_grad_bytes:,}", f"{r.max_gap:.1e}"])
+    headers = ["rank", "replica, EP rank", "experts", "EP group",
+               "tokens out of the rank (bytes)", "DP group",
+               "expert grads summed over DP (bytes)", "router grad over all (bytes)",
+               "max |difference| from one process"]
+    first = ranks[0]
+    return Table(headers, rows, title=f"A mixture-of-experts layer on {first.dp} replicas x "
+                                      f"{first.ep} expert ranks, float64")
 
 
 def ep_table(runs: Sequence[Sequence[EPCheck]], names: Sequence[str]) -> Table:
@@ -225,3 +310,45 @@ def deepseek_table(traffic: NodeTraffic, run: DeepSeekLayout = DEEPSEEK_V3) -> T
     return Table(headers, rows, title=f"DeepSeek-V3's dispatch: top-{run.k} of "
                                       f"{run.experts} experts on {run.ep_nodes} nodes, "
                                       "a random router")
+
+
+#: The published runs of the planner's validation (:mod:`course_lib.planner.runs`) that
+#: context and expert parallelism make expressible.
+PLANNED = ("Llama 3 405B, 128K context, 16,384 H100",
+           "DeepSeek-V3, 2,048 H800, per trillion tokens")
+
+
+def planned_runs(names: Sequence[str] = PLANNED
+                 ) -> list[tuple[validation.Row, PlanResult]]:
+    """Each named run's validation row and the planner's whole plan of it, at the one
+    fitted efficiency (:func:`course_lib.planner.validation.calibrate`).
+
+    Chapter 12, *Long sequences and many experts*.
+    """
+    mfu = validation.calibrate()
+    rows = {row.run.name: row for row in validation.validate(mfu=mfu)}
+    return [(rows[name], planner_model.plan(**rows[name].run.inputs, mfu=mfu))
+            for name in names]
+
+
+def planned_table(planned: Sequence[tuple[validation.Row, PlanResult]]) -> Table:
+    """The planner on chapter 12's published layouts: its figure against the published
+    one, and what context or expert parallelism sends and costs in the step.
+
+    Chapter 12, *Long sequences and many experts*.
+    """
+    rows = []
+    for row, result in planned:
+        t, s = result.time, result.setup
+        kind, sent, seconds = (("CP", t.cp_bytes, t.cp) if s.cp > 1
+                               else ("EP", t.ep_bytes, t.ep))
+        degree = s.cp if s.cp > 1 else s.ep
+        rows.append([row.run.name, validation.KINDS[row.run.kind], f"{row.run.value:g}",
+                     f"{row.predicted:.3g}", f"{row.ratio:.2f}", f"{kind} {degree}",
+                     f"{sent / 1e6:.1f}", f"{seconds / t.step:.0%}",
+                     f"{result.memory.total / result.memory.usable:.2f}"])
+    return Table(["run", "figure", "published", "planner", "ratio", "layout",
+                  "MB sent per GPU, layer and micro-batch", "share of the step",
+                  "memory / usable"], rows,
+                 title="The planner on the published layouts, from their settings alone")
+
