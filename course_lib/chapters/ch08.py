@@ -16,6 +16,7 @@ from types import SimpleNamespace
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from course_lib.base import diagrams
 from course_lib.base.tables import Table
 from course_lib.exercises.questions import Question
 from course_lib.hardware import allreduce_bench
@@ -141,7 +142,7 @@ def plot_link_timeline(ranks: Sequence[buckets.LinkRun], step: int = 2) -> Figur
     if not ranks:
         raise ValueError("pass the LinkRun of every rank (e.g. [run_rank0, run_rank1]).")
     origin = min(r.steps[step].forward for r in ranks)
-    fig, ax = plt.subplots(figsize=(10, 1.2 + 1.3 * len(ranks)))
+    fig, ax = plt.subplots(figsize=(7.8, 1.8 + 1.3 * len(ranks)))
     ms = lambda t: (t - origin) * 1e3  # noqa: E731 - milliseconds on the shared axis
     labels, ticks = [], []
     for i, run in enumerate(ranks):
@@ -165,8 +166,8 @@ def plot_link_timeline(ranks: Sequence[buckets.LinkRun], step: int = 2) -> Figur
     ax.set_xlabel("milliseconds since the step began")
     run = ranks[0]
     ax.set_title(f"Step {step} over {run.link} (x{run.scale:g}), bucket_cap_mb="
-                 f"{run.bucket_cap_mb}: buckets reduced while backward goes on")
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.35), ncol=3, fontsize=8)
+                 f"{run.bucket_cap_mb}:\nbuckets reduced while backward goes on")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2, fontsize=diagrams.SMALL)
     fig.tight_layout()
     return fig
 
@@ -260,7 +261,7 @@ def plot_scaling(compute_seconds: float, grad_bytes: float, world_sizes: Sequenc
     if not links or not sizes:
         raise ValueError("pass at least one world size (e.g. [1, 2, 4, 8]) and one link name "
                          f"(from {list(cost_model.LINKS)}).")
-    fig, (ax, eff) = plt.subplots(1, 2, figsize=(12, 4.4))
+    fig, (ax, eff) = plt.subplots(2, 1, figsize=(8, 7.6))
     ax.plot(sizes, sizes, ls="--", color="grey", label="ideal")
     for link in links:
         steps = [cost_model.data_parallel_step(compute_seconds, grad_bytes, n, link)
@@ -346,7 +347,6 @@ def _ring_states(world: int) -> list[tuple[str, _Sends, _State]]:
 def _ring_panel(ax: Any, x0: float, y0: float, title: str, sends: _Sends,
                 state: _State, hues: list[str], panel: int) -> None:
     """One step of the ring: every rank's chunks, and the chunk each sends on."""
-    from course_lib.base import diagrams
 
     world, width = len(state), len(state) * _CELL
     ax.text(x0 + diagrams.COLUMN_INCHES / 4, y0 + 1.66, title, ha="center", va="top",
@@ -387,7 +387,6 @@ def ring_allreduce_diagram() -> Figure:
 
     Chapter 8, *Data parallelism with DDP*.
     """
-    from course_lib.base import diagrams
 
     world = len(_RING_PLACES)
     panels = _ring_states(world)

@@ -16,6 +16,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from course_lib.base import diagrams
 from course_lib.base.tables import Table
 from course_lib.numbers import memory
 from course_lib.parallel import cost_model, pipeline
@@ -147,7 +148,7 @@ def plot_pipeline(ranks: Sequence[pipeline.PipelineRank]) -> Figure:
     import matplotlib.pyplot as plt
 
     colours = {"F": "#4C72B0", "B": "#55A868"}
-    fig, axes = plt.subplots(2, 1, figsize=(10, 1.6 + 1.1 * len(ranks) * 2))
+    fig, axes = plt.subplots(2, 1, figsize=(8.4, 1.6 + 1.1 * len(ranks) * 2))
     panels = [(ranks, 1e3, "milliseconds since the step began",
                f"measured: {ranks[0].schedule}, {ranks[0].micro_batches} micro-batches"),
               (replayed_ranks(ranks), 1.0, "time in units of one forward",
@@ -161,14 +162,14 @@ def plot_pipeline(ranks: Sequence[pipeline.PipelineRank]) -> Figure:
                 ax.barh(y, width, left=left, height=0.6, color=colours[e.kind],
                         edgecolor="white")
                 ax.text(left + width / 2, y, str(e.micro_batch), ha="center", va="center",
-                        color="white", fontsize=8)
+                        color="white", fontsize=diagrams.SMALL)
         ax.set_yticks(range(len(shown)),
                       [f"stage {len(shown) - 1 - i}" for i in range(len(shown))])
         ax.set_xlabel(xlabel)
         ax.set_title(title, fontsize=10)
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in colours.values()]
     fig.legend(handles, ["forward of micro-batch k", "backward of micro-batch k"],
-               loc="upper center", ncol=2, fontsize=8)
+               loc="upper center", ncol=2, fontsize=diagrams.SMALL)
     fig.tight_layout(rect=(0, 0, 1, 0.95))
     return fig
 

@@ -36,9 +36,11 @@ import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import threading
 import time
+import warnings
 from typing import Any
 
 from course_lib.parallel import lifetime
@@ -53,6 +55,8 @@ PER_LAUNCH = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_AD
               "PYTEST_CURRENT_TEST", "COURSE_LIB_WARM_RANKS")
 #: What every server imports before it forks its first rank.
 PRELOAD = ("torch", "torch.distributed", "course_lib.parallel.launch")
+#: Where installed packages live: they do not change between launches.
+_INSTALLED = tuple({sysconfig.get_paths()[k] for k in ("purelib", "platlib")})
 _MESSAGE = 1 << 20  # bytes: the largest request (a launch's payload travels on the command line)
 
 
@@ -276,6 +280,8 @@ def _become_rank(request: dict[str, Any], pipe: int, sock: socket.socket,
         if flag != "-m":
             raise ValueError(f"warm ranks run 'python -m module ...', not {flag!r}")
         sys.argv = [module, *args]
+        # runpy warns that the server imported the module already: the same code, run afresh
+        warnings.filterwarnings("ignore", f"'{module}' found in sys.modules", RuntimeWarning)
         try:
             runpy.run_module(module, run_name="__main__", alter_sys=True)
             code = 0
@@ -286,12 +292,21 @@ def _become_rank(request: dict[str, Any], pipe: int, sock: socket.socket,
         tops = {name.partition(".")[0] for name in known}
         with contextlib.suppress(OSError), open(f"{learn}/{os.getpid()}", "w") as out:
             out.write("\n".join(name for name in list(sys.modules) if name not in known
-                                and name.partition(".")[0] in tops))
+                                and _learnable(name, tops)))
     finally:
         with contextlib.suppress(Exception):
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(code)
+
+
+def _learnable(name: str, tops: set[str]) -> bool:
+    """Whether the server may import a module a rank imported: a part of a package it has
+    already, or an installed one (transformers, say: a second or so per rank otherwise).
+    A module of the working folder is left out, since a learner may edit it between launches."""
+    top = name.partition(".")[0]
+    path = getattr(sys.modules.get(top), "__file__", None) or ""
+    return top in tops or path.startswith(_INSTALLED)
 
 
 def _preload(names: list[str]) -> None:
