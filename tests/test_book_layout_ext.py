@@ -64,13 +64,58 @@ def test_no_blank_line_is_doubled_where_checks_went():
     assert reading.fold_checks(source).shown == "a = 1\n\nb = 2"
 
 
-def test_a_loop_of_asserts_folds_and_a_loop_that_does_more_stays():
+def test_a_loop_of_asserts_folds_whole():
     only = "for m in ms:  # every method\n    assert ok(m), m\n"
     folded = reading.fold_checks("r = run()\n" + only)
     assert folded.shown == "r = run()" and folded.checks == only.rstrip("\n")
     assert folded.count == 1
-    mixed = "for m in ms:\n    assert ok(m)\n    print(m)\n"
-    assert reading.fold_checks(mixed) is None
+
+
+def test_a_loop_that_does_more_keeps_its_code_and_lists_its_asserts_under_its_header():
+    folded = reading.fold_checks("for m in ms:\n    assert ok(m)\n    print(m)\n")
+    assert folded.shown == "for m in ms:\n    print(m)"
+    assert folded.checks == "for m in ms:\n    assert ok(m)" and folded.count == 1
+    source = ("rows = []\n"
+              "for m in ms:  # each method\n"
+              "    x = f(m)\n"
+              "    # positive\n"
+              "    assert x > 0\n"
+              "    if x > 1:\n"
+              "        assert g(x)\n"
+              "    rows.append(x)\n"
+              "assert rows\n")
+    folded = reading.fold_checks(source)
+    assert folded.shown == "rows = []\nfor m in ms:  # each method\n    x = f(m)\n" \
+        "    rows.append(x)"
+    assert folded.checks == ("for m in ms:  # each method\n    ...\n    # positive\n"
+                             "    assert x > 0\n    if x > 1:\n        assert g(x)\n"
+                             "assert rows")
+    assert folded.count == 3
+
+
+def test_nested_loops_write_each_header_once_and_mark_the_code_they_skip():
+    source = ("for a in A:\n"
+              "    for b in B:\n"
+              "        y = a * b\n"
+              "        assert y\n"
+              "        assert -y\n"
+              "    z = 1\n"
+              "    assert z\n")
+    folded = reading.fold_checks(source)
+    assert folded.shown == "for a in A:\n    for b in B:\n        y = a * b\n    z = 1"
+    assert folded.checks == ("for a in A:\n    for b in B:\n        ...\n"
+                             "        assert y\n        assert -y\n    ...\n    assert z")
+    assert folded.count == 3
+    assert reading.is_check(ast.parse(folded.checks).body[0])
+
+
+def test_asserts_in_an_else_a_function_or_a_block_of_nothing_else_stay():
+    branches = "if a:\n    x = 1\n    assert x\nelse:\n    y = 2\n    assert y\n"
+    folded = reading.fold_checks(branches)
+    assert folded.shown == "if a:\n    x = 1\nelse:\n    y = 2\n    assert y"
+    assert folded.count == 1
+    assert reading.fold_checks("def f():\n    x = 1\n    assert x\n") is None
+    assert reading.fold_checks("for m in ms:\n    x = f(m); assert x\n") is None
 
 
 def test_an_if_of_asserts_folds_but_an_assert_sharing_a_line_does_not():
@@ -99,7 +144,11 @@ def test_every_cell_of_the_course_folds_without_loss(path):
         if cell.cell_type != "code" or not (folded := reading.fold_checks(cell.source)):
             continue
         folded_cells += 1
-        assert lines(folded.shown) + lines(folded.checks) == lines(cell.source)
+        taken = lines(cell.source) - lines(folded.shown)
+        assert lines(folded.shown) + taken == lines(cell.source)
+        headers = lines(folded.checks) - taken
+        assert all(line.strip() == "..." or line in lines(folded.shown)
+                   for line in headers), headers  # the blocks' headers, and "..."
         shown = reading._parse(folded.shown)
         assert shown is not None, folded.shown
         assert not any(isinstance(s, ast.Assert) for s in shown.body)
@@ -107,6 +156,22 @@ def test_every_cell_of_the_course_folds_without_loss(path):
         assert all(reading.is_check(s) for s in checks.body)
         assert folded.count == sum(isinstance(n, ast.Assert) for n in ast.walk(checks))
     assert folded_cells
+
+
+def test_no_assert_is_left_in_the_code_the_book_shows():
+    """Every assert of a cell the book shows folds away, at any depth (a cell where one
+    cannot, e.g. in an ``else``, is rewritten so that it can)."""
+    left = []
+    for path in NOTEBOOKS:
+        for k, cell in enumerate(nbformat.read(path, as_version=4).cells):
+            tags = set(cell.metadata.get("tags", []))
+            if cell.cell_type != "code" or tags & reading.UNFOLDED_TAGS:
+                continue
+            folded = reading.fold_checks(cell.source)
+            shown = reading._parse(folded.shown if folded else cell.source)
+            if shown and any(isinstance(n, ast.Assert) for n in ast.walk(shown)):
+                left.append(f"{path.relative_to(ROOT)}, cell {k}")
+    assert not left, left
 
 
 # ---------------------------------------------------------------------------------------

@@ -295,6 +295,18 @@ def test_every_figure_is_numbered_captioned_and_described(path):
     assert len(names) == len(set(names)), f"{path.name}: two figures share a name"
 
 
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
+def test_every_figure_is_referenced_from_the_text(path):
+    """The text points at each figure by its number ({numref}`fig-...`, "Fig. 3" in the
+    book), so that a reader knows which plot a sentence reads."""
+    nb = nbformat.read(path, as_version=4)
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    names = [c.metadata["mystnb"]["figure"]["name"] for c in nb.cells
+             if c.cell_type == "code" and c.metadata.get("mystnb", {}).get("figure")]
+    unreferenced = [n for n in names if "{numref}`" + n + "`" not in text]
+    assert not unreferenced, f"{path.name}: no {{numref}} to {unreferenced}"
+
+
 # --- What the book shows: citations, collapsed answers, a quiet setup ----------------
 
 BIB = notebooks.ROOT / "book" / "references.bib"

@@ -17,14 +17,15 @@ is rearranged when its notebook is read (``doctree-read``):
   (``quiz.q1(answer)``, the quiz imported by ``from course_lib.chapters.ch02 import
   quiz``), an "Answer" toggle holds the number the library computes for it, with its
   unit and the question's hint.
-- **Checks folded.** In a code cell that the book shows, every top-level ``assert``
-  (and every loop, ``if`` or ``with`` that holds nothing but asserts), with the comment
-  lines right above it, leaves the code shown and goes under one toggle below it,
-  "Checked: N facts", which lists those lines as they stand in the notebook. The rest of
-  the code reads as before: Python runs a program the same without its asserts
-  (``python -O`` drops them). Asserts inside a loop or function that does more than
-  check stay where they are, and so do the cells the book collapses already (setup,
-  worked solutions, hidden checks) and the exercise stubs.
+- **Checks folded.** In a code cell that the book shows, every ``assert`` (and every
+  loop, ``if`` or ``with`` that holds nothing but asserts), with the comment lines right
+  above it, leaves the code shown and goes under one toggle below it, "Checked: N
+  facts", which lists those lines as they stand in the notebook; one inside a loop, ``if``
+  or ``with`` that does more is listed under that block's header, with ``...`` for the
+  code it skips. The rest of the code reads as before: Python runs a program the same
+  without its asserts (``python -O`` drops them). Asserts in an ``else`` or a function
+  stay where they are, and so do the cells the book collapses already (setup, worked
+  solutions, hidden checks) and the exercise stubs.
 
 Everything is plain HTML (``<details>``), readable without JavaScript. Styles:
 ``_static_course/static/course_reading.css``. Tests: tests/test_book_layout_ext.py (the
@@ -193,6 +194,13 @@ def _parse(source: str) -> ast.Module | None:
         return None
 
 
+def _filler(statement: ast.stmt) -> bool:
+    """``pass`` or ``...``: a statement that stands for nothing (or for code left out)."""
+    return isinstance(statement, ast.Pass) or (
+        isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant)
+        and statement.value.value is Ellipsis)
+
+
 def is_check(statement: ast.stmt) -> bool:
     """An ``assert``, or a loop, ``if`` or ``with`` that holds nothing but checks."""
     if isinstance(statement, ast.Assert):
@@ -200,9 +208,13 @@ def is_check(statement: ast.stmt) -> bool:
     if isinstance(statement, (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With,
                               ast.AsyncWith)):
         inside = [*statement.body, *getattr(statement, "orelse", [])]
-        return all(isinstance(s, ast.Pass) or is_check(s) for s in inside) and any(
+        return all(_filler(s) or is_check(s) for s in inside) and any(
             is_check(s) for s in inside)
     return False
+
+
+#: Statements whose body :func:`fold_checks` looks into for checks (not their ``else``).
+_BLOCKS = (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith)
 
 
 def _squeeze(lines: list[str], removed: set[int]) -> list[str]:
@@ -227,42 +239,94 @@ def _squeeze(lines: list[str], removed: set[int]) -> list[str]:
     return out
 
 
-def fold_checks(source: str) -> Folded | None:
-    """The cell ``source`` with its top-level checks taken out, or None if it has none.
+def _code(line: str) -> bool:
+    """Whether a line holds code: neither blank nor a comment."""
+    return bool(line.strip()) and not line.lstrip().startswith("#")
 
-    A check is a top-level statement that :func:`is_check` accepts and that shares no
-    line with another statement; the comment lines right above it (no blank line
-    between) go with it. The checks keep their order and their text.
-    """
-    tree = _parse(source)
-    if tree is None:
-        return None
-    lines = source.splitlines()
-    body = tree.body
-    removed: set[int] = set()
-    blocks: list[list[int]] = []
-    count = 0
+
+@dataclass(frozen=True)
+class _Piece:
+    """A check taken out: its lines (0-based, the comments above it included), the
+    blocks around it (outermost first), its asserts."""
+
+    first: int
+    last: int
+    around: tuple[ast.stmt, ...]
+    count: int
+
+
+def _pieces(body: list[ast.stmt], lines: list[str], around: tuple[ast.stmt, ...],
+            taken: set[int]) -> list[_Piece]:
+    """The checks of ``body`` that can leave it, and those of the blocks in it."""
+    found: list[_Piece] = []
+    mine: list[_Piece] = []
     for k, statement in enumerate(body):
         if not is_check(statement):
+            if isinstance(statement, _BLOCKS):
+                found += _pieces(statement.body, lines, (*around, statement), taken)
             continue
         first, last = statement.lineno - 1, statement.end_lineno - 1  # 0-based
         if (k and body[k - 1].end_lineno - 1 >= first) or (
                 k + 1 < len(body) and body[k + 1].lineno - 1 <= last):
             continue  # on a line with another statement (``x = f(); assert x``)
         while first > 0 and lines[first - 1].lstrip().startswith("#") and (
-                first - 1 not in removed):
+                first - 1 not in taken):
             first -= 1
-        span = list(range(first, last + 1))
-        if blocks and blocks[-1][-1] + 1 == first:
-            blocks[-1].extend(span)
-        else:
-            blocks.append(span)
-        removed.update(span)
-        count += sum(isinstance(node, ast.Assert) for node in ast.walk(statement))
-    if not count:
+        count = sum(isinstance(node, ast.Assert) for node in ast.walk(statement))
+        mine.append(_Piece(first, last, around, count))
+        taken.update(range(first, last + 1))
+    if around and len(mine) == len(body):  # a block keeps a statement of its own
+        for piece in mine:
+            taken.difference_update(range(piece.first, piece.last + 1))
+        mine = []
+    return sorted(found + mine, key=lambda piece: piece.first)
+
+
+def _header(block: ast.stmt, lines: list[str]) -> list[int]:
+    """The lines of a block's header (``for ...:``), without comments below it."""
+    end = block.body[0].lineno - 1
+    while end > block.lineno and not _code(lines[end - 1]):
+        end -= 1
+    return list(range(block.lineno - 1, end))
+
+
+def fold_checks(source: str) -> Folded | None:
+    """The cell ``source`` with its checks taken out, or None if it has none.
+
+    A check is a statement that :func:`is_check` accepts and that shares no line with
+    another statement, at the top level or in the body of a loop, ``if`` or ``with``
+    that keeps a statement of its own; the comment lines right above it (no blank line
+    between) go with it. The checks keep their order and their text; one inside a
+    block is listed under the block's header, with ``...`` for the code it skips.
+    """
+    tree = _parse(source)
+    if tree is None:
         return None
-    checks = "\n".join("\n".join(lines[i] for i in block) for block in blocks)
-    return Folded("\n".join(_squeeze(lines, removed)), checks, count)
+    lines = source.splitlines()
+    removed: set[int] = set()
+    pieces = _pieces(tree.body, lines, (), removed)
+    if not pieces:
+        return None
+    out: list[str] = []
+    printed: tuple[ast.stmt, ...] = ()
+    done = -1  # the last source line written out
+    for piece in pieces:
+        shared = 0
+        while (shared < min(len(printed), len(piece.around))
+               and printed[shared] is piece.around[shared]):
+            shared += 1
+        items = [_header(block, lines) for block in piece.around[shared:]]
+        for span in [*items, list(range(piece.first, piece.last + 1))]:
+            indent = len(lines[span[0]]) - len(lines[span[0]].lstrip())
+            skipped = [line for line in lines[done + 1: span[0]] if _code(line)
+                       and len(line) - len(line.lstrip()) >= indent]
+            if indent and skipped:
+                out.append(" " * indent + "...")
+            out += [lines[i] for i in span]
+            done = span[-1]
+        printed = piece.around
+    return Folded("\n".join(_squeeze(lines, removed)), "\n".join(out),
+                  sum(piece.count for piece in pieces))
 
 
 class checks_node(nodes.General, nodes.Element):

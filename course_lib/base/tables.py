@@ -16,6 +16,18 @@ from pathlib import Path
 from typing import Sequence
 
 
+_PROSE = ' class="course-prose"'
+
+
+def is_prose(text: str) -> bool:
+    """Whether a cell holds a sentence (over 50 characters, six words or more), which the book
+    wraps in a column of its own width instead of widening the table to its length.
+
+    Chapter 1, *Pretraining objectives*.
+    """
+    return len(text) > 50 and text.count(" ") >= 5
+
+
 class Table:
     """Rows of strings under headers; prints as aligned text and renders as an HTML table.
 
@@ -47,7 +59,8 @@ class Table:
     def _repr_html_(self) -> str:
         head = "".join(f"<th>{html.escape(h)}</th>" for h in self.headers)
         body = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in self.rows
+            "<tr>" + "".join(f"<td{_PROSE if is_prose(c) else ''}>{html.escape(c)}</td>" for c in row)
+            + "</tr>" for row in self.rows
         )
         caption = f"<caption>{html.escape(self.title)}</caption>" if self.title else ""
         return f'<table class="course-table">{caption}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'

@@ -260,13 +260,14 @@ def _lines(text: str) -> Counter:
     return Counter(line.rstrip() for line in text.splitlines() if line.strip())
 
 
-def _top_level_asserts(code: str) -> list[str]:
+def _asserts(code: str) -> list[str]:
+    """The asserts of ``code``, at any depth."""
     try:
         tree = ast.parse("\n".join("pass" if line.lstrip().startswith(("!", "%")) else line
                                    for line in code.splitlines()))
     except SyntaxError:
         return []
-    return [ast.get_source_segment(code, s) or "" for s in tree.body
+    return [ast.get_source_segment(code, s) or "" for s in ast.walk(tree)
             if isinstance(s, ast.Assert)]
 
 
@@ -280,13 +281,19 @@ def test_no_check_is_in_view_and_none_is_lost(chapter):
             assert not shown["checks"], f"cell {i} is collapsed whole already"
             continue
         code = shown["shown"] or ""
-        # No top-level assert is left in the code the page shows...
-        assert not _top_level_asserts(code), (i, _top_level_asserts(code))
-        # ...and the shown code and its checks are the cell's own lines, none lost or added.
+        # No assert is left in the code the page shows, at any depth...
+        assert not _asserts(code), (i, _asserts(code))
+        # ...and the shown code and its checks are the cell's own lines, none lost; the
+        # checks add only the headers of the blocks they sat in, and "..." for code skipped.
         checks = "\n".join(c["code"] for c in shown["checks"])
-        assert _lines(code) + _lines(checks) == _lines(cell.source), i
+        taken = _lines(cell.source) - _lines(code)
+        assert _lines(code) + taken == _lines(cell.source), i
+        added = _lines(checks) - taken
+        assert all(line.strip() == "..." or line in _lines(code) for line in added), (
+            i, added)
+        assert not taken - _lines(checks), i
         if not shown["checks"]:
-            assert not _top_level_asserts(cell.source), i
+            assert not _asserts(cell.source), i
             continue
         assert len(shown["checks"]) == 1, i
         toggle = shown["checks"][0]
@@ -302,8 +309,8 @@ def test_no_check_is_in_view_and_none_is_lost(chapter):
 
 
 def has_checks(notebook: str) -> bool:
-    """Whether a cell the book shows has a top-level assert (then the page folds some)."""
-    return any(_top_level_asserts(c.source) for c in code_cells(notebook)
+    """Whether a cell the book shows has an assert (then the page folds some)."""
+    return any(_asserts(c.source) for c in code_cells(notebook)
                if not tags(c) & COLLAPSED and "exercise" not in tags(c))
 
 
