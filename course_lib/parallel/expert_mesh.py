@@ -44,8 +44,8 @@ import torch.distributed as dist
 
 from course_lib.parallel import context_memory, ddp, launch
 from course_lib.parallel.context_parallel import add_check_arguments, finish_check
-from course_lib.parallel.experts import (EPTraffic, MixtureOfExperts, check_moe,
-                                         expert_parallel_moe)
+from course_lib.parallel.experts import (EPTraffic, MixtureOfExperts, add_layer_arguments,
+                                         check_moe, expert_parallel_moe)
 
 __all__ = ["WORKERS", "EPMeshCheck", "check_ep_mesh", "check_flags", "check_runs",
            "ep_mesh_check", "launch_ep_mesh_check", "main", "run_many"]
@@ -250,15 +250,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "expert-parallel ranks), checked against one process.")
     parser.add_argument("--dp", type=launch.whole_number(1), default=2,
                         help="data-parallel replicas; the ranks / dp are expert-parallel")
-    parser.add_argument("--tokens", type=launch.whole_number(1), default=64,
-                        help="tokens per rank")
-    parser.add_argument("--hidden", type=launch.whole_number(1), default=16)
-    parser.add_argument("--ffn", type=launch.whole_number(1), default=32)
-    parser.add_argument("--experts", type=launch.whole_number(1), default=8)
-    parser.add_argument("--top-k", type=launch.whole_number(1), default=2)
-    parser.add_argument("--capacity-factor", type=float, default=1.0)
-    parser.add_argument("--skew", type=float, default=0.0,
-                        help="bias the router towards the first experts")
+    add_layer_arguments(parser)
     add_check_arguments(parser)
     args = ddp.parse_run_arguments(parser, argv, check_flags)
     r = ep_mesh_check(args.dp, args.tokens, args.hidden, args.ffn, args.experts, args.top_k,

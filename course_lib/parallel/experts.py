@@ -47,6 +47,7 @@ from course_lib.parallel.context_parallel import (add_check_arguments, finish_ch
                                                   load_imbalance)
 
 __all__ = ["AllToAll", "EPCheck", "EPTraffic", "MixtureOfExperts", "MoEOutput", "NodeTraffic",
+           "add_layer_arguments",
            "check_moe", "ep_moe_check", "expert_capacity", "expert_ffn", "expert_parallel_moe",
            "keep_within_capacity", "launch_ep_check", "load_balancing_loss", "main",
            "node_traffic", "route", "run_many", "split_sizes"]
@@ -486,15 +487,12 @@ def check_flags(args: argparse.Namespace, world_size: int) -> None:
                          f"{err}") from None
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """The torchrun entry point: the layer spread over the ranks; each rank prints a line.
+def add_layer_arguments(parser: argparse.ArgumentParser) -> None:
+    """The layer's options (tokens per rank, sizes, experts, top-k, capacity, skew), for
+    this script and :mod:`course_lib.parallel.expert_mesh`'s.
 
     Chapter 12, *Long sequences and many experts*.
     """
-    parser = launch.RankArgumentParser(
-        prog="torchrun --nproc-per-node=N -m course_lib.parallel.experts",
-        description="A mixture-of-experts layer with its experts spread over the ranks "
-                    "(all-to-all dispatch and combine), checked against one process.")
     parser.add_argument("--tokens", type=launch.whole_number(1), default=64,
                         help="tokens per rank")
     parser.add_argument("--hidden", type=launch.whole_number(1), default=16)
@@ -504,6 +502,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--capacity-factor", type=float, default=1.0)
     parser.add_argument("--skew", type=float, default=0.0,
                         help="bias the router towards the first experts")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The torchrun entry point: the layer spread over the ranks; each rank prints a line.
+
+    Chapter 12, *Long sequences and many experts*.
+    """
+    parser = launch.RankArgumentParser(
+        prog="torchrun --nproc-per-node=N -m course_lib.parallel.experts",
+        description="A mixture-of-experts layer with its experts spread over the ranks "
+                    "(all-to-all dispatch and combine), checked against one process.")
+    add_layer_arguments(parser)
     add_check_arguments(parser)
     args = ddp.parse_run_arguments(parser, argv, check_flags)
     r = ep_moe_check(args.tokens, args.hidden, args.ffn, args.experts, args.top_k,
