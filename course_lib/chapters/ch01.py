@@ -19,6 +19,7 @@ import matplotlib.pyplot as plt
 import torch
 from matplotlib.ticker import FormatStrFormatter, NullFormatter
 
+from course_lib.base import diagrams
 from course_lib.base.plots import use_course_style
 from course_lib.base.tables import Table
 from course_lib.exercises.questions import Question
@@ -277,7 +278,7 @@ def plot_loss_curves(results: Sequence[TrainedModel], smooth: int = 10,
     Chapter 1, *Pretraining objectives*.
     """
     use_course_style()
-    fig, ax = plt.subplots()
+    fig, ax = plt.subplots(figsize=(8.2, 4.8))
     colours = {"bert": "#4C72B0", "gpt2": "#C44E52", "t5": "#55A868"}
     for r in results:
         h = r.history
@@ -300,18 +301,20 @@ def plot_loss_curves(results: Sequence[TrainedModel], smooth: int = 10,
     ax.set_xlabel("training step")
     ax.set_ylabel("training loss (nats per predicted token)")
     ax.set_title("Three tiny models, three objectives")
-    ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2, frameon=False)
+    ax.legend(fontsize=diagrams.SMALL, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2,
+              frameon=False)
     fig.tight_layout()
     return fig
 
 
 def plot_scaling_law(points: Sequence[ScalingPoint], fit: bool = True) -> Figure:
-    """Two log-log panels: held-out loss against non-embedding parameters and against C = 6·N·D.
+    """Two log-log panels, one above the other: held-out loss against non-embedding parameters
+    and against C = 6·N·D.
 
     Chapter 1, *Pretraining objectives*.
     """
     use_course_style()
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
+    fig, axes = plt.subplots(2, 1, figsize=(8, 8.4))
     loss = [p.validation_loss for p in points]
     panels = ((axes[0], [p.n_non_embedding for p in points], "non-embedding parameters N"),
               (axes[1], [p.compute for p in points], "training compute C = 6·N·D (FLOPs)"))
@@ -319,7 +322,7 @@ def plot_scaling_law(points: Sequence[ScalingPoint], fit: bool = True) -> Figure
         ax.plot(xs, loss, "o", color="#4C72B0", ms=8, label="tiny GPT-2s (same tokens)")
         for p, xv in zip(points, xs):
             ax.annotate(f"h{p.hidden}·L{p.layers}", (xv, p.validation_loss),
-                        textcoords="offset points", xytext=(5, 5), fontsize=9)
+                        textcoords="offset points", xytext=(5, 5), fontsize=diagrams.SMALL)
         if fit and len(points) >= 3:
             a, alpha, r2 = fit_power_law(xs, loss)
             grid = [min(xs) * (max(xs) / min(xs)) ** (i / 50) for i in range(51)]
@@ -332,7 +335,8 @@ def plot_scaling_law(points: Sequence[ScalingPoint], fit: bool = True) -> Figure
         ax.yaxis.set_minor_formatter(FormatStrFormatter("%.1f"))
         ax.set_xlabel(label)
         ax.set_ylabel("validation loss (nats/token)")
-        ax.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.18), frameon=False)
+        ax.legend(fontsize=diagrams.SMALL, loc="upper center", bbox_to_anchor=(0.5, -0.2),
+                  ncol=2, frameon=False)
     axes[0].set_title("Loss against model size")
     axes[1].set_title("Loss against compute")
     fig.tight_layout()

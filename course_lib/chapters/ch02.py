@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Sequence
 
 import matplotlib.pyplot as plt
 
+from course_lib.base import diagrams
 from course_lib.base.plots import COMPONENT_COLOURS, use_course_style
 from course_lib.exercises.questions import Question
 from course_lib.numbers import memory, memory_meter
@@ -60,12 +61,13 @@ quiz = SimpleNamespace(
 def memory_bars(
     breakdowns: Sequence[memory.Breakdown], labels: Sequence[str], rule_of_thumb: bool = True
 ) -> Figure:
-    """Two panels: bytes per parameter stacked by component, and total GB per GPU on a log axis against GPU sizes.
+    """Two panels, one above the other: bytes per parameter stacked by component, and total GB
+    per GPU on a log axis against GPU sizes.
 
     Chapter 2, *The memory wall*.
     """
     use_course_style()
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 5.4))
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(8, 9))
     x = range(len(breakdowns))
     bottom = [0.0] * len(breakdowns)
     for name in memory.Breakdown.COMPONENTS:
@@ -79,7 +81,8 @@ def memory_bars(
     ax1.set_xticks(list(x), labels)
     ax1.set_ylabel("bytes per parameter")
     ax1.set_title("Training memory per parameter, by component")
-    ax1.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3, frameon=False)
+    ax1.legend(fontsize=diagrams.SMALL, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3,
+               frameon=False)
 
     totals = [memory.gb(b.total) for b in breakdowns]
     ax2.bar(x, totals, color="#4C72B0")
@@ -89,7 +92,8 @@ def memory_bars(
     ax2.set_xticks(list(x), labels)
     ax2.set_ylabel("GB on one GPU (log scale)")
     ax2.set_title("Total against single-GPU memory")
-    ax2.legend(fontsize=9, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, frameon=False)
+    ax2.legend(fontsize=diagrams.SMALL, loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3,
+               frameon=False)
     fig.tight_layout()
     return fig
 

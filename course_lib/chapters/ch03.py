@@ -120,9 +120,9 @@ def plot_relative_error(
     for value, text in [(fp16.min_subnormal, "fp16 smallest\nsubnormal"), (fp16.min_normal, "fp16 smallest\nnormal"),
                         (fp16.max, "fp16 max")]:
         ax.axvline(value, color="grey", ls="--", lw=1)
-        ax.text(value, 2e-9, text, fontsize=8, ha="right", va="bottom", rotation=90)
-    ax.text(low, 1.5, "stored as 0", fontsize=8, va="bottom")
-    ax.text(high, 1.5 * ceiling, "overflow: inf", fontsize=8, ha="right", va="bottom")
+        ax.text(value, 2e-9, text, fontsize=9, ha="right", va="bottom", rotation=90)
+    ax.text(low, 1.5, "stored as 0", fontsize=9, va="bottom")
+    ax.text(high, ceiling / 1.6, "overflow: inf", fontsize=9, ha="right", va="top")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_ylim(floor / 2, ceiling * 2)
@@ -154,18 +154,20 @@ def training_table(runs: dict[str, precision.TrainingRun]) -> Table:
 
 
 def plot_training(runs: dict[str, precision.TrainingRun]) -> Figure:
-    """Two panels: the loss of every run (log scale), and the fraction of gradient entries that are exactly zero.
+    """Two panels, one above the other: the loss of every run (log scale), and the fraction of
+    gradient entries that are exactly zero.
 
     Chapter 3, *Number formats*.
     """
     import matplotlib.pyplot as plt
 
+    from course_lib.base import diagrams
     from course_lib.base.plots import use_course_style
 
     if not runs:
         raise ValueError("plot_training() needs at least one run (from compare_modes())")
     use_course_style()
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.8))
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(8, 7.6), sharex=True)
     styles = {"fp32": "-", "fp16": "-", "fp16-scaled": "--", "bf16": ":"}
     for mode, run in runs.items():
         steps = np.arange(1, len(run.losses) + 1)
@@ -173,16 +175,16 @@ def plot_training(runs: dict[str, precision.TrainingRun]) -> Figure:
         ax1.plot(steps, run.losses, **kw)
         ax2.plot(steps, run.zero_fractions, **kw)
     ax1.set_yscale("log")
-    ax1.set_xlabel("step")
-    ax1.set_ylabel("cross-entropy per example (log scale)")
+    ax1.set_ylabel("cross-entropy per example\n(log scale)")
     ax1.set_title("Training loss")
     ax2.set_ylim(-0.02, 1.02)
     ax2.set_xlabel("step")
-    ax2.set_ylabel("fraction of gradient entries = 0")
+    ax2.set_ylabel("fraction of gradient\nentries = 0")
     ax2.set_title("Gradients that underflowed to zero")
     handles, labels = ax1.get_legend_handles_labels()
-    fig.legend(handles, labels, fontsize=9, loc="lower center", ncol=2, frameon=False)
-    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    fig.legend(handles, labels, fontsize=diagrams.SMALL, loc="lower center", ncol=2,
+               frameon=False)
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     return fig
 
 

@@ -52,16 +52,20 @@ quiz = SimpleNamespace(
 def number_lines(rows: Sequence[bit_explorer.Stored], count: int = 4) -> Figure:
     """Draw, for each stored value, the representable numbers around it on its own zoomed number line.
 
+    Long tick labels (3.134765625) are written under every other number, counting from the
+    stored value, so that they stay apart at the book's column width.
+
     Chapter 4, *Quantizing π*.
     """
     import matplotlib.pyplot as plt
 
+    from course_lib.base import diagrams
     from course_lib.base.plots import use_course_style
 
     if not rows:
         raise ValueError("number_lines() needs at least one stored value; use store(value, fmt)")
     use_course_style()
-    fig, axes = plt.subplots(len(rows), 1, figsize=(10, 1.15 * len(rows) + 0.8), squeeze=False)
+    fig, axes = plt.subplots(len(rows), 1, figsize=(8.4, 1.15 * len(rows) + 0.8), squeeze=False)
     for ax, row in zip(axes[:, 0], rows):
         grid = bit_explorer.neighbours(row, count)
         x = row.typed.value
@@ -76,13 +80,17 @@ def number_lines(rows: Sequence[bit_explorer.Stored], count: int = 4) -> Figure:
         ax.spines["left"].set_visible(False)
         ax.set_ylabel(row.label, rotation=0, ha="right", va="center")
         ax.text(1.01, 0.5, f"ULP {_spacing(row):.3g}\nerror {row.abs_error:.3g}", transform=ax.transAxes,
-                va="center", fontsize=9)  # fmt: skip
-        ax.set_xticks(grid, _tick_labels(grid))
-        ax.tick_params(axis="x", labelsize=7.5)
-    axes[0, 0].set_title(f"Representable numbers around {rows[0].typed.label}, each line zoomed to its own spacing")
+                va="center", fontsize=diagrams.SMALL)  # fmt: skip
+        labels = _tick_labels(grid)
+        labelled = _labelled_ticks(grid, labels, row.value)
+        ax.set_xticks(grid[labelled], [labels[i] for i in labelled])
+        ax.set_xticks(np.delete(grid, labelled), minor=True)
+        ax.tick_params(axis="x", labelsize=diagrams.SMALL)
+    axes[0, 0].set_title(f"Representable numbers around {rows[0].typed.label},\n"
+                         "each line zoomed to its own spacing")
     axes[-1, 0].set_xlabel("value")
     handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    fig.tight_layout(rect=(0, 0.035, 1, 1))
     fig.legend(handles, labels, loc="lower center", ncol=2, frameon=False, fontsize=9)
     return fig
 
@@ -97,6 +105,15 @@ def _tick_labels(grid: np.ndarray) -> list[str]:
         if len(set(labels)) == len(labels):
             return labels
     return [repr(float(v)) for v in grid]
+
+
+def _labelled_ticks(grid: np.ndarray, labels: Sequence[str], stored: float) -> list[int]:
+    """The ticks that carry a label: all of them when the labels are short, else every other
+    one, the stored value's among them."""
+    if max(len(label) for label in labels) <= 6:
+        return list(range(len(grid)))
+    first = int(np.argmin(np.abs(grid - stored))) % 2
+    return list(range(first, len(grid), 2))
 
 
 def _spacing(row: bit_explorer.Stored) -> float:

@@ -235,7 +235,7 @@ def plot_error_vs_bits(x: torch.Tensor, families: dict[str, Sequence[str | Quant
                 describe(c).split(" ", 2)[-1]) for c in configs]
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
         for bits, rmse, label in _merged_labels(pts):
-            ax.annotate(label, (bits, rmse), textcoords="offset points", xytext=(5, 4), fontsize=8)
+            ax.annotate(label, (bits, rmse), textcoords="offset points", xytext=(5, 4), fontsize=9)
     ax.set_yscale("log")
     ax.set_xlabel("stored bits per value (codes + scales + zero points)")
     ax.set_ylabel("RMSE against FP32 (log scale)")
@@ -262,7 +262,7 @@ def plot_number_line(x: torch.Tensor, config: str | QuantConfig) -> Any:
     lo, hi = (0, (1 << config.bits) - 1) if config.scheme == "zeropoint" else (1, (1 << config.bits) - 1)
     grid = (torch.arange(lo, hi + 1).float() - offset) * scale
     back = q.dequantize()
-    fig, ax = plt.subplots(figsize=(9, 2.6))
+    fig, ax = plt.subplots(figsize=(8, 2.8))
     ax.vlines(grid.numpy(), -0.25, 0.25, color="lightgrey", lw=1, label=f"the {grid.numel()} levels")
     ax.scatter(x.numpy(), [0.5] * x.numel(), color="tab:blue", zorder=3, label="FP32 values")
     ax.scatter(back.numpy(), [0.0] * x.numel(), color="tab:orange", zorder=3, label="after quantization")
@@ -273,7 +273,7 @@ def plot_number_line(x: torch.Tensor, config: str | QuantConfig) -> Any:
     ax.set_ylim(-0.4, 0.8)
     ax.set_xlabel("value")
     ax.set_title(f"{config.label}: scale = {scale:.4g}" + (f", zero point = {offset:.0f}" if c.zero is not None else ""))
-    ax.legend(loc="upper left", fontsize=8, ncol=3)
+    ax.legend(loc="upper left", fontsize=9, ncol=3)
     fig.tight_layout()
     return fig
 
@@ -303,7 +303,7 @@ def plot_nf4_levels(w: torch.Tensor, block: int = quant.NF4_BLOCK) -> Any:
 
     flat = w.detach().float().reshape(-1, block)
     normed = (flat / flat.abs().amax(1, keepdim=True)).flatten()
-    fig, ax = plt.subplots(figsize=(8.5, 3.6))
+    fig, ax = plt.subplots(figsize=(8, 3.6))
     ax.hist(normed.numpy(), bins=161, color="tab:blue", alpha=0.6, density=True,
             label=f"weights / block absmax (blocks of {block})")
     for i, level in enumerate(quant.nf4_codebook().tolist()):
@@ -313,7 +313,7 @@ def plot_nf4_levels(w: torch.Tensor, block: int = quant.NF4_BLOCK) -> Any:
     ax.set_xlabel("normalised weight")
     ax.set_ylabel("density")
     ax.set_title("NF4 puts its levels where normally distributed weights are dense")
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize=9, loc="upper left")
     fig.tight_layout()
     return fig
 

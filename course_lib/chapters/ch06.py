@@ -64,7 +64,7 @@ def plot_layer_sparsity(masks: Mapping[str, torch.Tensor], title: str) -> Figure
     shares = [100 * float((~m).float().mean()) for m in masks.values()]
     fig, ax = plt.subplots(figsize=(9, 4.2))
     ax.bar(range(len(shares)), shares, color="#C44E52")
-    ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=8)
+    ax.set_xticks(range(len(names)), names, rotation=60, ha="right", fontsize=9)
     ax.set_ylabel("weights pruned (%)")
     overall = 100 * sum(int((~m).sum()) for m in masks.values()) / sum(m.numel() for m in masks.values())
     ax.axhline(overall, color="grey", lw=1.2, ls="--", label=f"all matrices together ({overall:.0f} %)")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import matplotlib.pyplot as plt
 
+from course_lib.base import diagrams
 from course_lib.base.plots import use_course_style
 from course_lib.base.tables import Table
 from course_lib.compression import ptq, quant
@@ -128,7 +129,7 @@ def plot_calibration(sizes: Sequence[int], gptq_ppl: Mapping[str, Sequence[float
     Chapter 7, *GPTQ lab*.
     """
     use_course_style()
-    fig, ax = plt.subplots(figsize=(10, 4.4))
+    fig, ax = plt.subplots(figsize=(8, 4.8))
     for label, values in gptq_ppl.items():
         if len(values) != len(sizes):
             raise ValueError(f"{label}: {len(values)} perplexities for {len(sizes)} calibration sizes")
@@ -140,13 +141,15 @@ def plot_calibration(sizes: Sequence[int], gptq_ppl: Mapping[str, Sequence[float
     ax.set_xlabel("calibration sequences of 128 tokens (log scale)")
     ax.set_ylabel("test perplexity")
     ax.set_title("GPTQ on the course model: how much calibration text it needs")
-    ax.legend(fontsize=9, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ax.legend(fontsize=diagrams.SMALL, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=2,
+              frameon=False)
     fig.tight_layout()
     return fig
 
 
 def plot_bits(bits: Sequence[int], rtn: Sequence[float], gptq: Sequence[float], fp32: float) -> Figure:
-    """Two panels: the course model's perplexity change against bits (RTN, GPTQ); the paper's OPT sizes at 4 and 3 bits.
+    """Two panels, one above the other: the course model's perplexity change against bits
+    (RTN, GPTQ); the paper's OPT sizes at 4 and 3 bits.
 
     Chapter 7, *GPTQ lab*.
     """
@@ -154,7 +157,7 @@ def plot_bits(bits: Sequence[int], rtn: Sequence[float], gptq: Sequence[float], 
         raise ValueError(f"one perplexity per bit width: {len(bits)} bit widths, {len(rtn)} RTN and "
                          f"{len(gptq)} GPTQ perplexities")
     use_course_style()
-    fig, (ax, paper) = plt.subplots(1, 2, figsize=(12, 4.4))
+    fig, (ax, paper) = plt.subplots(2, 1, figsize=(8, 8))
     style = {"RTN": {"ls": "--", "marker": "o"}, "GPTQ": {"ls": "-", "marker": "s"}}
     for values, method in ((rtn, "RTN"), (gptq, "GPTQ")):
         ax.plot(list(bits), [100 * (v / fp32 - 1) for v in values], color="#444444",
@@ -164,7 +167,7 @@ def plot_bits(bits: Sequence[int], rtn: Sequence[float], gptq: Sequence[float], 
     ax.set_xlabel("bits per weight (per channel)")
     ax.set_ylabel("perplexity change vs FP32 (%)")
     ax.set_title("The course model (1.3M parameters), measured")
-    ax.legend(fontsize=9)
+    ax.legend(fontsize=diagrams.SMALL)
     names = list(PAPER_OPT_WIKITEXT2)
     for column in PAPER_COLUMNS[1:]:
         change = [100 * (row[column] / row["FP16"] - 1) for _, row in PAPER_OPT_WIKITEXT2.values()]
@@ -175,7 +178,8 @@ def plot_bits(bits: Sequence[int], rtn: Sequence[float], gptq: Sequence[float], 
     paper.set_xlabel("model (sizes not to scale)")
     paper.set_ylabel("perplexity change vs FP16 (%, log scale)")
     paper.set_title("OPT on WikiText2, as published (GPTQ paper)")
-    paper.legend(fontsize=9)
+    paper.legend(fontsize=diagrams.SMALL, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=4,
+                 frameon=False)
     fig.tight_layout()
     return fig
 
