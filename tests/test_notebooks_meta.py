@@ -307,6 +307,27 @@ def test_every_figure_is_referenced_from_the_text(path):
     assert not unreferenced, f"{path.name}: no {{numref}} to {unreferenced}"
 
 
+#: A dict as Python prints it: ``{'key': `` or ``{"key": ``.
+RAW_DICT = re.compile(r"""\{(['"])[^'"]+\1: """)
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
+def test_no_output_prints_a_raw_dict(path):
+    """What a reader sees is a sentence, a table or a figure (issue 42, item 6): no printed
+    output, nor the text of a result, is a dict as Python writes it (errors excepted)."""
+    nb = nbformat.read(path, as_version=4)
+    found = []
+    for k, c in enumerate(nb.cells):
+        for o in c.get("outputs", []) if c.cell_type == "code" else []:
+            data = o.get("data", {})
+            if o.output_type == "error" or "text/html" in data or "image/png" in data:
+                continue
+            text = o.get("text", "") + data.get("text/plain", "")
+            if RAW_DICT.search(text):
+                found.append(f"cell {k}: {RAW_DICT.search(text).group(0)}...")
+    assert not found, f"{path.name}: {found}"
+
+
 # --- What the book shows: citations, collapsed answers, a quiet setup ----------------
 
 BIB = notebooks.ROOT / "book" / "references.bib"
