@@ -176,7 +176,7 @@ def test_chapter_11_renders_its_runs_tables_and_plots_offline(offline_page, book
     text = chapter_text(page, book_server, "11_beyond_data_parallelism")
     # The tensor, pipeline and mesh runs ran when the book was built, and their checks held.
     assert_shows(text, ("2 all-reduce forward, 2 all-reduce backward",
-                        "tp groups: [(0, 1), (2, 3)] dp groups: [(0, 2), (1, 3)]",
+                        "tensor-parallel groups: ranks 0 and 1; ranks 2 and 3",
                         "The bubble of a 2-stage pipeline",
                         "What each stage holds for backward at its peak",
                         "How two published runs lay out their GPUs",
