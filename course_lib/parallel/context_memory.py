@@ -30,7 +30,7 @@ import torch.distributed as dist
 from course_lib.parallel import context_parallel, launch
 
 __all__ = ["CPMemory", "SavedTensors", "check_memory_run", "cp_activation_memory",
-           "run_many", "saved_for_backward"]
+           "saved_for_backward"]
 
 #: The attention schedules measured, by the names chapter 12's tables use.
 SCHEDULES = {"all-gather": context_parallel.allgather_attention,
@@ -172,11 +172,3 @@ def cp_activation_memory(seq_len: int = 128, heads: int = 8, kv_heads: int = 2,
             del out  # frees the graph and what it saved
         records.append(CPMemory(cp, rank, seq_len, seq_len // cp, saved))
     return records
-
-
-def run_many(runs: list[dict[str, Any]]) -> list[list[CPMemory]]:
-    """Worker: several :func:`cp_activation_memory` runs in one process group.
-
-    Used by the library's other modules.
-    """
-    return [cp_activation_memory(**run) for run in runs]

@@ -44,8 +44,9 @@ import torch.distributed as dist
 
 from course_lib.parallel import context_memory, ddp, launch
 from course_lib.parallel.context_parallel import add_check_arguments, finish_check
-from course_lib.parallel.experts import (EPTraffic, MixtureOfExperts, add_layer_arguments,
-                                         check_moe, expert_parallel_moe)
+from course_lib.numbers import memory
+from course_lib.parallel.experts import (EPTraffic, add_layer_arguments, check_moe,
+                                         expert_parallel_moe, max_gap, seeded_layer)
 
 __all__ = ["WORKERS", "EPMeshCheck", "check_ep_mesh", "check_flags", "check_runs",
            "ep_mesh_check", "launch_ep_mesh_check", "main", "run_many"]
@@ -102,10 +103,6 @@ class EPMeshCheck:
         return max(self.gaps.values())
 
 
-def _nbytes(*tensors: torch.Tensor) -> int:
-    return sum(t.numel() * t.element_size() for t in tensors)
-
-
 def ep_mesh_check(dp: int = 2, tokens: int = 16, hidden: int = 8, ffn: int = 16,
                   experts: int = 4, k: int = 2, capacity_factor: float = 1.0,
                   skew: float = 0.0, aux_weight: float = 0.01, seed: int = 0,
@@ -129,13 +126,8 @@ def ep_mesh_check(dp: int = 2, tokens: int = 16, hidden: int = 8, ffn: int = 16,
     ep = check_ep_mesh(world, dp, experts, k, capacity_factor)
     mesh = init_device_mesh(worker.device.type, (dp, ep), mesh_dim_names=("dp", "ep"))
     dp_group, ep_group = mesh["dp"].get_group(), mesh["ep"].get_group()
-    kind = {"float64": torch.float64, "float32": torch.float32}[dtype]
-    layer = MixtureOfExperts(hidden, ffn, experts, k, capacity_factor, seed=seed)
-    layer = layer.to(worker.device, kind)
-    layer.bias.copy_(skew * (1 - torch.arange(experts) / experts))
-    draw = torch.Generator().manual_seed(seed + 1)
-    x = torch.randn(world * tokens, hidden, generator=draw).to(worker.device, kind)
-    w = torch.randn(world * tokens, hidden, generator=draw).to(worker.device, kind)
+    layer, x, w = seeded_layer(worker.device, world * tokens, hidden, ffn, experts, k,
+                               capacity_factor, skew, 1, None, seed, dtype)
     x_all = x.clone().requires_grad_()
     single = layer(x_all, groups=world)
     ((single.output * w).sum() + aux_weight * single.aux_loss.sum()).div(world).backward()
@@ -154,20 +146,18 @@ def ep_mesh_check(dp: int = 2, tokens: int = 16, hidden: int = 8, ffn: int = 16,
     for grad in (w_in.grad, w_out.grad):
         dist.all_reduce(grad, group=dp_group)  # the other replicas' tokens, same experts
     dist.all_reduce(router.grad)  # every rank's tokens used the router
-
-    def gap(a: torch.Tensor, b: torch.Tensor) -> float:
-        return float((a.detach() - b.detach()).abs().max())
-
-    gaps = {"output": gap(y, single.output[part]), "aux loss": gap(aux, single.aux_loss[rank]),
-            "grad x": gap(x_mine.grad, x_all.grad[part]),
-            "grad router": gap(router.grad, layer.router.grad),
-            "grad w_in": gap(w_in.grad, layer.w_in.grad[mine]),
-            "grad w_out": gap(w_out.grad, layer.w_out.grad[mine])}
+    gaps = {"output": max_gap(y, single.output[part]),
+            "aux loss": max_gap(aux, single.aux_loss[rank]),
+            "grad x": max_gap(x_mine.grad, x_all.grad[part]),
+            "grad router": max_gap(router.grad, layer.router.grad),
+            "grad w_in": max_gap(w_in.grad, layer.w_in.grad[mine]),
+            "grad w_out": max_gap(w_out.grad, layer.w_out.grad[mine])}
     return EPMeshCheck(rank, dp, ep, dp_rank, ep_rank,
                        tuple(dist.get_process_group_ranks(dp_group)),
                        tuple(dist.get_process_group_ranks(ep_group)),
                        tuple(range(mine.start, mine.stop)), traffic,
-                       _nbytes(w_in.grad, w_out.grad), _nbytes(router.grad), gaps)
+                       memory.tensor_bytes([w_in.grad, w_out.grad]),
+                       memory.tensor_bytes([router.grad]), gaps)
 
 
 #: The rank functions :func:`run_many` runs, by the name a run gives as ``"run"``.

@@ -47,7 +47,7 @@ from course_lib.parallel.context_parallel import (add_check_arguments, finish_ch
                                                   load_imbalance)
 
 __all__ = ["AllToAll", "EPCheck", "EPTraffic", "MixtureOfExperts", "MoEOutput", "NodeTraffic",
-           "add_layer_arguments",
+           "add_layer_arguments", "max_gap", "seeded_layer",
            "check_moe", "ep_moe_check", "expert_capacity", "expert_ffn", "expert_parallel_moe",
            "keep_within_capacity", "launch_ep_check", "load_balancing_loss", "main",
            "node_traffic", "route", "run_many", "split_sizes"]
@@ -349,6 +349,33 @@ class EPCheck:
         return max(self.gaps.values())
 
 
+def seeded_layer(device: torch.device, tokens: int, hidden: int, ffn: int, experts: int,
+                 k: int, capacity_factor: float, skew: float, nodes: int,
+                 node_limit: int | None, seed: int, dtype: str
+                 ) -> tuple[MixtureOfExperts, torch.Tensor, torch.Tensor]:
+    """The layer every rank builds alike, its router biased by ``skew`` towards the first
+    experts (``skew * (1 - e / E)``), and ``tokens`` seeded tokens and loss weights.
+
+    Chapter 12, *Long sequences and many experts*.
+    """
+    kind = {"float64": torch.float64, "float32": torch.float32}[dtype]
+    layer = MixtureOfExperts(hidden, ffn, experts, k, capacity_factor, nodes, node_limit, seed)
+    layer = layer.to(device, kind)
+    layer.bias.copy_(skew * (1 - torch.arange(experts) / experts))
+    draw = torch.Generator().manual_seed(seed + 1)
+    x = torch.randn(tokens, hidden, generator=draw).to(device, kind)
+    w = torch.randn(tokens, hidden, generator=draw).to(device, kind)
+    return layer, x, w
+
+
+def max_gap(a: torch.Tensor, b: torch.Tensor) -> float:
+    """The largest absolute difference of two tensors (a rank's and one process's).
+
+    Chapter 12, *Long sequences and many experts*.
+    """
+    return float((a.detach() - b.detach()).abs().max())
+
+
 def ep_moe_check(tokens: int = 16, hidden: int = 8, ffn: int = 16, experts: int = 4, k: int = 2,
                  capacity_factor: float = 1.0, skew: float = 0.0, nodes: int = 1,
                  node_limit: int | None = None, aux_weight: float = 0.01, seed: int = 0,
@@ -367,13 +394,8 @@ def ep_moe_check(tokens: int = 16, hidden: int = 8, ffn: int = 16, experts: int 
     worker = launch.init_worker()
     ep, rank = worker.world_size, worker.rank
     check_moe(experts, k, capacity_factor, ep, nodes, node_limit)
-    kind = {"float64": torch.float64, "float32": torch.float32}[dtype]
-    layer = MixtureOfExperts(hidden, ffn, experts, k, capacity_factor, nodes, node_limit, seed)
-    layer = layer.to(worker.device, kind)
-    layer.bias.copy_(skew * (1 - torch.arange(experts) / experts))
-    draw = torch.Generator().manual_seed(seed + 1)
-    x = torch.randn(ep * tokens, hidden, generator=draw).to(worker.device, kind)
-    w = torch.randn(ep * tokens, hidden, generator=draw).to(worker.device, kind)
+    layer, x, w = seeded_layer(worker.device, ep * tokens, hidden, ffn, experts, k,
+                               capacity_factor, skew, nodes, node_limit, seed, dtype)
     x_all = x.clone().requires_grad_()
     single = layer(x_all, groups=ep)
     ((single.output * w).sum() + aux_weight * single.aux_loss.mean()).backward()
@@ -388,15 +410,12 @@ def ep_moe_check(tokens: int = 16, hidden: int = 8, ffn: int = 16, experts: int 
                                  nodes, node_limit, traffic=traffic)
     ((y * w[part]).sum() + aux_weight * aux / ep).backward()
     dist.all_reduce(router.grad)  # each rank's tokens gave a part of it
-
-    def gap(a: torch.Tensor, b: torch.Tensor) -> float:
-        return float((a.detach() - b.detach()).abs().max())
-
-    gaps = {"output": gap(y, single.output[part]), "aux loss": gap(aux, single.aux_loss[rank]),
-            "grad x": gap(x_mine.grad, x_all.grad[part]),
-            "grad router": gap(router.grad, layer.router.grad),
-            "grad w_in": gap(w_in.grad, layer.w_in.grad[mine]),
-            "grad w_out": gap(w_out.grad, layer.w_out.grad[mine])}
+    gaps = {"output": max_gap(y, single.output[part]),
+            "aux loss": max_gap(aux, single.aux_loss[rank]),
+            "grad x": max_gap(x_mine.grad, x_all.grad[part]),
+            "grad router": max_gap(router.grad, layer.router.grad),
+            "grad w_in": max_gap(w_in.grad, layer.w_in.grad[mine]),
+            "grad w_out": max_gap(w_out.grad, layer.w_out.grad[mine])}
     dropped = int((~single.kept[part]).sum())
     return EPCheck(rank, ep, gaps, traffic, dropped, tokens * k * hidden * x.element_size())
 
