@@ -631,6 +631,29 @@ def test_a_rank_killed_mid_run_is_named_with_its_signal(killed_rank, capsys, sig
     assert "Traceback" not in capsys.readouterr().out
 
 
+class _Exiting:
+    """A Popen stand-in whose poll() gives None until its code is due (seconds from now)."""
+
+    def __init__(self, code, after=0.0):
+        self.code, self.due = code, time.monotonic() + after
+
+    def poll(self):
+        return self.code if time.monotonic() >= self.due else None
+
+
+@pytest.mark.parametrize("codes, expected", [
+    ([(-13, 0), (-15, 0.2)], (1, -15)),  # the SIGPIPE is seen before its cause is reaped
+    ([(-13, 0), (-9, 0)], (1, -9)),
+    ([(1, 0), (-9, 0.2)], (1, -9)),  # the survivor's gloo error first, the killed rank later
+    ([(None, 0), (1, 0), (1, 0.1)], (1, 1)),  # ranks that raise after the first are effects
+    ([(-13, 0), (None, 0)], (0, -13)),  # a SIGPIPE alone is still named
+])
+def test_the_watch_names_the_cause_not_its_effects(codes, expected):
+    processes = [_Exiting(code, after) for code, after in codes]
+    tails = collections.defaultdict(lambda: collections.deque(maxlen=5))
+    assert launch._watch(processes, queue.Queue(), 60, False, tails) == expected
+
+
 def test_a_busy_port_given_to_launch_is_refused_before_anything_starts():
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
         held.bind((launch.HOST, 0))

@@ -71,6 +71,8 @@ HOST = "127.0.0.1"
 MAX_CPU_RANKS = 8
 #: How long (seconds) the launcher waits after a line for the other ranks' lines.
 GATHER = 0.02
+#: How long (seconds) the launcher waits after a rank fails for the rank that made it fail.
+SETTLE = 0.5
 #: On a bad flag, the seconds the other ranks wait for rank 0 to report it: torchrun stops the
 #: whole group as soon as one rank exits, and rank 0 must not be stopped before it has spoken.
 RANK_ZERO_WAIT = 30.0
@@ -437,15 +439,26 @@ def _watch(processes: list[subprocess.Popen], lines: queue.Queue, timeout: float
            echo: bool, tails: dict[int, collections.deque]) -> tuple[int, int | None] | None:
     """Print lines as they come until every rank exits; return (rank, code) of a failure.
 
-    A rank that a signal ended is returned before those that then failed without it.
+    A rank that a signal ended is returned before those that then failed without it, and
+    SIGPIPE last among signals: a rank gets it writing to a peer that is gone. The first
+    failure is given ``SETTLE`` seconds for the rank that caused it to be reaped too (its
+    sockets close before its exit is seen); ranks that raised meanwhile are not counted, they
+    failed because of the first.
     """
     deadline = time.monotonic() + timeout
     while True:
         _drain(lines, echo, wait=0.05, tails=tails)
         codes = [p.poll() for p in processes]
         failed = [(rank, code) for rank, code in enumerate(codes) if code not in (None, 0)]
-        if failed:  # a rank killed by a signal first: the others fail because it is gone
-            return min(failed, key=lambda item: (item[1] >= 0, item[0]))
+        if failed:
+            settle = time.monotonic() + SETTLE
+            while time.monotonic() < settle and any(code is None for code in codes):
+                time.sleep(0.02)
+                codes = [p.poll() for p in processes]
+            failed += [(rank, code) for rank, code in enumerate(codes)
+                       if code is not None and code < 0 and (rank, code) not in failed]
+            return min(failed, key=lambda item: (item[1] >= 0,
+                                                 item[1] == -signal.SIGPIPE, item[0]))
         if all(code == 0 for code in codes):
             return None
         if time.monotonic() > deadline:
