@@ -23,8 +23,9 @@ from collections.abc import Sequence
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from course_lib.base.tables import Table  # noqa: E402
-from course_lib.parallel import at_scale  # noqa: E402
-from course_lib.parallel.at_scale import ZERO_STAGE, Comparison, Layout, RankMemory  # noqa: E402
+from course_lib.parallel import at_scale, rank_estimate  # noqa: E402
+from course_lib.parallel.at_scale import ZERO_STAGE, Layout, RankMemory  # noqa: E402
+from course_lib.parallel.rank_estimate import Comparison  # noqa: E402
 from course_lib.planner.model import PlanResult, plan  # noqa: E402
 
 HEADLINE = [("llama2-7b", Layout(64, "zero3", seq_len=4096), "Llama 2 7B, 64 ranks")]
@@ -43,6 +44,9 @@ def grid(quick: bool) -> list[tuple[str, Layout]]:
         # GPT-2 XL's 25 heads split 5 ways: 8 data-parallel rows of 5 (40 ranks)
         wide = (64, 8) if model != "gpt2-xl" else (40, 5)
         out.append((model, Layout(wide[0], "zero3", tp=wide[1], layers=layers, seq_len=s)))
+        if at_scale.MODELS[model].kind == "llama":  # the same with sequence parallelism
+            out.append((model, Layout(64, "zero3", tp=8, layers=layers, seq_len=s,
+                                      sequence_parallel=True)))
         out.append((model, Layout(64, "zero3", layers=layers, seq_len=s, checkpointing=True)))
         out.append((model, Layout(16, "zero3", layers=layers, seq_len=s, mixed_precision=False)))
     return out
@@ -52,6 +56,7 @@ def where(lay: Layout) -> str:
     """A layout in a table cell: strategy, world, TP, blocks, micro-batch, sequence, options."""
     return (f"{lay.strategy} W={lay.world_size} tp={lay.tp} L={lay.layers or 'all'} "
             f"b={lay.micro_batch} s={lay.seq_len}{' ckpt' if lay.checkpointing else ''}"
+            f"{' sp' if lay.sequence_parallel else ''}"
             f"{'' if lay.mixed_precision else ' fp32'}")
 
 
@@ -67,8 +72,10 @@ PLANNER_GAPS = (
     "- zero2 is FSDP's reshard_after_forward=False, which shards the parameters at rest too; the "
     "planner's ZeRO 2 (DeepSpeed's) keeps them whole: states x0.53",
     "- with tp > 1 the planner assumes Megatron's sequence parallelism, every activation split t "
-    "ways; the measured plan splits the blocks' matrices only (norms, residuals and the logits "
-    "whole): activations x6-10",
+    "ways; the plain measured plan splits the blocks' matrices only (norms, residuals and the "
+    "logits whole): activations x6-9; the 'sp' rows measure Megatron's and torchtitan's whole "
+    "plan (sequence parallelism, the loss on logits split by the vocabulary): x2.0-2.5, the "
+    "SwiGLU and FP32-logit gap below",
     "- GPT-2's and GPT-3's tied embedding and head stay whole under tensor parallelism (Llama's "
     "are split by the vocabulary): GPT-3 states x2 at tp = 8",
     "- activations: Llama's SwiGLU block and the loss's FP32 logits keep more than chapter 2's "
@@ -135,7 +142,7 @@ def headline(runs: list) -> None:
                    f"{r.end['parameters'] / 1e9:.3f}", f"{r.end['optimizer states'] / 1e9:.3f}",
                    f"{r.after_forward['activations'] / 1e9:.2f}", f"{r.flops / 1e12:.1f}",
                    f"{wall:.1f}", f"{rss:.0f}"])
-        for row in table_rows(at_scale.compare([r])):
+        for row in table_rows(rank_estimate.compare([r])):
             print("   ", " | ".join(row[2:]))
     print(Table(["run", "N (stage)", "peak GB", "params GB", "Adam GB", "acts GB", "TFLOP",
                  "seconds", "child RSS MB"], rows))
@@ -154,7 +161,7 @@ def main() -> int:
         start = time.perf_counter()
         results = at_scale.measure_many([(m, lay, 0) for m, lay in configs], timeout=3600)
         print(Table(["model", "layout", "category", "estimate GB", "measured GB", "ratio",
-                     "within 5%"], table_rows(at_scale.compare(results))))
+                     "within 5%"], table_rows(rank_estimate.compare(results))))
         rows, ratios = planner_rows(results)
         print(Table(["model", "layout", "states GB planned / measured", "ratio",
                      "activations GB", "ratio", "peak GB", "ratio"], rows,

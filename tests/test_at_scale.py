@@ -14,7 +14,7 @@ import math
 import pytest
 
 from course_lib.numbers import memory
-from course_lib.parallel import at_scale, launch
+from course_lib.parallel import at_scale, launch, rank_estimate
 from course_lib.parallel.at_scale import Layout
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -64,6 +64,9 @@ def test_a_missing_private_api_is_named_with_the_torch_it_needs():
     ("llama2-7b", Layout(layers=33), 0, "layers=33 is more than the model's 32 blocks"),
     ("gpt2-xl", Layout(seq_len=2048), 0, "seq_len=2048 is longer than the model's 1024 positions"),
     ("llama2-7b", Layout(world_size=8), 8, "rank must be a whole number from 0 to 7, got 8"),
+    ("gpt2-xl", Layout(world_size=40, tp=5, seq_len=64, sequence_parallel=True), 0,
+     "sequence_parallel needs a Llama model, tp > 1 and attention='sdpa'"),
+    ("llama2-7b", Layout(sequence_parallel=True), 0, "sequence_parallel needs .* tp > 1"),
 ])
 def test_bad_input_is_refused_before_any_work(model, layout, rank, message):
     with pytest.raises(ValueError, match=message):
@@ -132,10 +135,80 @@ def test_tensor_parallel_halves_a_ranks_block_flops(zero3):
     assert "all-reduce" in tp.collectives  # Megatron's g in forward, f in backward
 
 
+def test_sequence_parallelism_splits_the_residual_stream_and_reduce_scatters(zero3):
+    """The norms and residuals split t ways: fewer activations on a rank; each block's
+    all-reduces become all-gathers and reduce-scatters of the sequence (only the norms'
+    weight gradients, a few kB, are still all-reduced)."""
+    tp = dataclasses.replace(SEVEN_B, tp=2)
+    whole, split = at_scale.measure_many([("llama2-7b", tp, 0),
+                                          ("llama2-7b", dataclasses.replace(
+                                              tp, sequence_parallel=True), 0)], timeout=300)
+    assert split.after_forward["activations"] < 0.9 * whole.after_forward["activations"]
+    assert split.collectives["all-reduce"][1] < 0.01 * whole.collectives["all-reduce"][1]
+    assert split.collectives["reduce-scatter"][0] > whole.collectives["reduce-scatter"][0]
+    assert split.flops == pytest.approx(whole.flops, rel=1e-3)  # the same products
+    assert split.shard_bytes == whole.shard_bytes
+
+
+SP_CHECK = """
+import copy, torch, torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor.parallel import loss_parallel
+from transformers import LlamaConfig, LlamaForCausalLM
+from course_lib.numbers import memory
+from course_lib.parallel import at_scale, launch, rank_estimate
+
+
+def run(positions):
+    launch.init_worker("gloo")
+    torch.manual_seed(0)
+    config = LlamaConfig(hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, vocab_size=96,
+                         tie_word_embeddings=False)
+    config._attn_implementation = "sdpa"
+    one = LlamaForCausalLM(config).double()
+    for p in one.parameters():  # norms not all ones: a missed norm gradient would show
+        p.data += 0.05 * torch.randn_like(p)
+    split = copy.deepcopy(one)
+    arch = at_scale.Architecture("llama", memory.ModelShape(2, 64, 4, 96, 0), 96, 2)
+    at_scale._tensor_parallel(split, arch, init_device_mesh("cpu", (2,)), sequence=True)
+    batch = torch.randint(0, 96, (2, 16))
+    one(input_ids=batch, labels=batch).loss.backward()
+    if positions:
+        at_scale._step(split, torch.optim.SGD(split.parameters(), lr=0.0), batch, True)
+    else:
+        with loss_parallel():
+            split(input_ids=batch, labels=batch).loss.backward()
+    gaps = [((a.grad - (b.grad.full_tensor() if hasattr(b.grad, "full_tensor") else b.grad))
+             .abs().max() / a.grad.abs().max()).item()
+            for a, b in zip(one.parameters(), split.parameters())]
+    dist.destroy_process_group()
+    return max(gaps)
+"""
+
+
+@pytest.mark.slow
+def test_sequence_parallelism_equals_one_process_and_needs_the_positions(tmp_path, monkeypatch):
+    from conftest import ranks_import_from
+
+    (tmp_path / "sp_check.py").write_text(SP_CHECK)
+    ranks_import_from(monkeypatch, tmp_path)
+    gaps = launch.launch("sp_check:run", 2, {"positions": True}, backend="gloo",
+                         timeout=120, echo=False)
+    # every gradient (the norms' too) as one process's, relative to its largest element:
+    # float64 but for the loss, which Hugging Face computes on logits cast to FP32 (summed
+    # in another order when split by the vocabulary)
+    assert max(gaps) < 1e-5
+    # without the whole sequence's positions, Hugging Face's rotary takes the 1/t slice
+    with pytest.raises(launch.LaunchError, match="must match the size of tensor"):
+        launch.launch("sp_check:run", 2, {"positions": False}, backend="gloo",
+                      timeout=120, echo=False)
+
+
 # --- chapter 2's estimator next to the measurement ---------------------------------------------------
 
 def test_the_estimator_agrees_on_the_optimizer_states_and_the_comparison_says_why(zero3):
-    rows = {c.category: c for c in at_scale.compare([zero3])}
+    rows = {c.category: c for c in rank_estimate.compare([zero3])}
     assert rows["optimizer states"].agrees and rows["optimizer states"].ratio == pytest.approx(1, abs=1e-3)
     # FSDP keeps FP32 gradients where bf16-mixed counts BF16: a known gap, explained
     assert rows["gradients"].ratio == pytest.approx(2, rel=1e-3) and "FP32" in rows["gradients"].note
@@ -154,7 +227,7 @@ def _adam_12_bytes(n_params, precision, optimizer, **kw):
 
 @pytest.mark.parametrize("wrong", [_forgets_w, _adam_12_bytes])
 def test_a_wrong_estimator_is_caught(zero3, wrong):
-    rows = {c.category: c for c in at_scale.compare([zero3], estimator=wrong)}
+    rows = {c.category: c for c in rank_estimate.compare([zero3], estimator=wrong)}
     assert not rows["optimizer states"].agrees
 
 

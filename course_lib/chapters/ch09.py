@@ -20,7 +20,7 @@ from course_lib.base.tables import Table
 from course_lib.chapters.ch09_diagrams import fsdp_layer_diagram, zero_stages_diagram
 from course_lib.exercises.questions import Question
 from course_lib.numbers import memory
-from course_lib.parallel import at_scale, cost_model, ddp, fsdp, wire, zero
+from course_lib.parallel import at_scale, cost_model, ddp, fsdp, rank_estimate, wire, zero
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -306,7 +306,7 @@ def at_scale_table(rank: at_scale.RankMemory, planned: PlanResult) -> Table:
 
     Chapter 9, *Sharding with ZeRO and FSDP*.
     """
-    est = {c.category: c.estimate for c in at_scale.compare([rank])}
+    est = {c.category: c.estimate for c in rank_estimate.compare([rank])}
     m = planned.memory
     states = ("parameters", "gradients", "optimizer states")
     rows = [

@@ -13,8 +13,9 @@ Llama 2 7B on 64 ranks takes seconds and a few hundred MB.
 
 :func:`measure_rank` takes a model (a name of :data:`MODELS`, a name of chapter 2's
 :data:`course_lib.numbers.memory.MODEL_PRESETS`, or a :class:`~course_lib.numbers.memory.ModelShape`)
-and a :class:`Layout`; :func:`compare` sets chapter 2's estimator
-(:func:`course_lib.numbers.memory.training_memory`) next to what was measured, category by category.
+and a :class:`Layout`; :func:`course_lib.parallel.rank_estimate.compare` sets chapter 2's
+estimator (:func:`course_lib.numbers.memory.training_memory`) next to what was measured,
+category by category.
 
 Two steps run; the second is measured. On fake tensors, DTensor's sharding propagation
 (``torch/distributed/tensor/_sharding_prop.py``) computes each op's output shape on fake tensors
@@ -36,10 +37,9 @@ import contextlib
 import dataclasses
 import functools
 import importlib
-import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,8 +53,8 @@ from torch.utils._pytree import tree_leaves
 from course_lib.numbers import memory
 from course_lib.parallel import launch, tensor_parallel
 
-__all__ = ["CATEGORIES", "MODELS", "PRIVATE_APIS", "STRATEGIES", "Comparison", "Layout",
-           "RankMemory", "build_model", "check_request", "compare",
+__all__ = ["CATEGORIES", "MODELS", "PRIVATE_APIS", "STRATEGIES", "Layout",
+           "RankMemory", "build_model", "check_request",
            "measure_many", "measure_payload", "measure_rank", "measure_real",
            "private_api"]
 
@@ -129,7 +129,10 @@ class Layout:
     ``micro_batch`` sequences of ``seq_len`` tokens; ``mixed_precision``: FSDP's
     ``MixedPrecisionPolicy`` (BF16 compute, FP32 sharded parameters and gradient reduction);
     ``checkpointing``: every block recomputed in backward; ``attention``: ``"sdpa"`` (fused, no
-    ``s x s`` scores kept) or ``"eager"``.
+    ``s x s`` scores kept) or ``"eager"``; ``sequence_parallel``: with ``tp > 1`` (Llama only),
+    Megatron-LM's and torchtitan's whole plan: the norms and residuals split along the
+    sequence over the tensor-parallel group (Korthikanti et al., 2022) and the loss computed
+    on logits split by the vocabulary, instead of both whole on every rank.
 
     Used by the library's other modules.
     """
@@ -143,6 +146,7 @@ class Layout:
     mixed_precision: bool = True
     checkpointing: bool = False
     attention: str = "sdpa"
+    sequence_parallel: bool = False
 
     @property
     def dp(self) -> int:
@@ -253,6 +257,11 @@ def check_request(model: str | memory.ModelShape, layout: Layout, rank: int = 0)
                          f"{positions} positions; use seq_len <= {positions}.")
     if layout.attention not in ("sdpa", "eager"):
         raise ValueError(f"attention must be 'sdpa' or 'eager', got {layout.attention!r}.")
+    if layout.sequence_parallel and (arch.kind != "llama" or layout.tp == 1
+                                     or layout.attention != "sdpa"):
+        raise ValueError("sequence_parallel needs a Llama model, tp > 1 and attention='sdpa' "
+                         "(its causal mask is built for the whole sequence); set "
+                         "sequence_parallel=False for the others.")
     if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < layout.world_size:
         raise ValueError(f"rank must be a whole number from 0 to {layout.world_size - 1}, got {rank!r}.")
     return arch
@@ -288,25 +297,51 @@ def _blocks(model: nn.Module) -> nn.ModuleList:
     return model.model.layers if hasattr(model, "model") else model.transformer.h
 
 
-def _tensor_parallel(model: nn.Module, arch: Architecture, mesh: Any) -> None:
+def _tensor_parallel(model: nn.Module, arch: Architecture, mesh: Any,
+                     sequence: bool = False) -> None:
     """Megatron's split of every block over ``mesh`` (chapter 11): q, k, v and the MLP's first
     layers by columns, the output projections by rows; Llama's embedding and head by the
-    vocabulary (Megatron's and torchtitan's plan); norms and GPT-2's tied pair stay whole."""
-    from torch.distributed.tensor import Replicate
-    from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel,
+    vocabulary (Megatron's and torchtitan's plan); norms and GPT-2's tied pair stay whole.
+
+    ``sequence``: sequence parallelism (torchtitan's plan): the embedding's output, the norms
+    and the residual stream split along the sequence; each block all-gathers the sequence
+    before attention and the MLP and reduce-scatters after them (``Shard(1)``) instead of
+    all-reducing; the head's logits stay split by the vocabulary for the loss
+    (:func:`_step` runs it under ``loss_parallel``). Hugging Face computes the rotary
+    positions from the input it sees, a ``1 / t`` slice here: :func:`_step` passes the whole
+    sequence's ``position_ids``."""
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput,
+                                                   RowwiseParallel, SequenceParallel,
                                                    parallelize_module)
 
+    split = Shard(1) if sequence else Replicate()  # the residual stream's layout
     if arch.kind != "gpt2":
-        parallelize_module(model, mesh, {
-            "model.embed_tokens": RowwiseParallel(input_layouts=Replicate()),
-            "lm_head": ColwiseParallel(output_layouts=Replicate())})
+        root = {"model.embed_tokens": RowwiseParallel(input_layouts=Replicate(),
+                                                      output_layouts=split),
+                "lm_head": ColwiseParallel(input_layouts=split, output_layouts=Shard(-1),
+                                           use_local_output=False) if sequence else
+                ColwiseParallel(output_layouts=Replicate())}
+        if sequence:
+            root["model.norm"] = SequenceParallel()
+        parallelize_module(model, mesh, root)
     for block in _blocks(model):
         if arch.kind == "gpt2":
             tensor_parallel.torch_parallelize_block(block, mesh)
             continue
         plan = {f"self_attn.{p}_proj": ColwiseParallel() for p in "qkv"}
-        plan.update({"self_attn.o_proj": RowwiseParallel(), "mlp.gate_proj": ColwiseParallel(),
-                     "mlp.up_proj": ColwiseParallel(), "mlp.down_proj": RowwiseParallel()})
+        plan.update({"self_attn.o_proj": RowwiseParallel(output_layouts=split),
+                     "mlp.gate_proj": ColwiseParallel(), "mlp.up_proj": ColwiseParallel(),
+                     "mlp.down_proj": RowwiseParallel(output_layouts=split)})
+        if sequence:
+            gather = {"hidden_states": Replicate()}
+            plan.update({
+                "input_layernorm": SequenceParallel(),
+                "post_attention_layernorm": SequenceParallel(),
+                "self_attn": PrepareModuleInput(input_kwarg_layouts={"hidden_states": split},
+                                                desired_input_kwarg_layouts=gather),
+                "mlp": PrepareModuleInput(input_layouts=(split,),
+                                          desired_input_layouts=(Replicate(),))})
         parallelize_module(block, mesh, plan)
 
 
@@ -379,8 +414,18 @@ def _shard_bytes(model: nn.Module) -> int:
     return sum(t.untyped_storage().nbytes() for t in local)
 
 
-def _step(model: nn.Module, optimizer: torch.optim.Optimizer, batch: torch.Tensor) -> None:
-    model(input_ids=batch, labels=batch).loss.backward()
+def _step(model: nn.Module, optimizer: torch.optim.Optimizer, batch: torch.Tensor,
+          sequence_parallel: bool = False) -> None:
+    """One training step; ``sequence_parallel``: the whole sequence's positions given, the
+    loss on logits split by the vocabulary (see :func:`_tensor_parallel`)."""
+    from torch.distributed.tensor.parallel import loss_parallel
+
+    if not sequence_parallel:
+        model(input_ids=batch, labels=batch).loss.backward()
+    else:
+        with loss_parallel():
+            positions = torch.arange(batch.shape[1]).expand_as(batch)
+            model(input_ids=batch, labels=batch, position_ids=positions).loss.backward()
     optimizer.step()
 
 
@@ -425,13 +470,14 @@ def _measure_here(model: str | memory.ModelShape, layout: Layout, rank: int,
         if layout.checkpointing:
             built.gradient_checkpointing_enable({"use_reentrant": False})
         if layout.tp > 1:
-            _tensor_parallel(built, arch, tp_mesh)
+            _tensor_parallel(built, arch, tp_mesh, layout.sequence_parallel)
         _shard(built, layout, dp_mesh)
         with storage:
             built.to_empty(device="cpu")
             optimizer = torch.optim.AdamW(built.parameters(), lr=1e-4, foreach=True)
             batch = torch.randint(0, arch.shape.vocab, (layout.micro_batch, layout.seq_len))
-            _step(built, optimizer, batch)  # warms DTensor's propagation cache (see above)
+            split = layout.sequence_parallel
+            _step(built, optimizer, batch, split)  # warms DTensor's propagation cache (above)
             optimizer.zero_grad()
             tracker, comms, counter = tracker_class(built, optimizer), comm_mode(), _RankCounter()
             tracker.track_inputs((batch,))
@@ -439,7 +485,7 @@ def _measure_here(model: str | memory.ModelShape, layout: Layout, rank: int,
             hook = built.register_forward_hook(
                 lambda *_: forward.update(_snapshot(tracker, "current")))
             with tracker, comms, counter:
-                _step(built, optimizer, batch)
+                _step(built, optimizer, batch, split)
                 end = _snapshot(tracker, "current")
             hook.remove()
             peak = _snapshot(tracker, "peak")
@@ -503,89 +549,3 @@ def measure_real(model: dict[str, int], layout: dict[str, Any]) -> RankMemory:
     shape, lay = memory.ModelShape(**model), Layout(**layout)
     check_request(shape, lay)
     return _measure_here(shape, lay, int(os.environ["RANK"]), fake=False)
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """One category of one measurement: chapter 2's estimate, what was measured, their ratio.
-
-    Model states (``parameters``, ``gradients``, ``optimizer states``) are compared at the end
-    of the step, ``activations`` when forward ends, ``temporaries`` (the gathered parameters
-    with them) and ``total`` at the peak; ``agrees`` is the
-    ratio within ``tolerance`` of 1, ``note`` why a known gap is there.
-
-    Used by the library's other modules.
-    """
-
-    model: str
-    layout: Layout
-    category: str
-    estimate: float
-    measured: float
-    tolerance: float
-    note: str = ""
-
-    @property
-    def ratio(self) -> float:
-        """Measured over estimated (inf when the estimate is 0 and something was measured)."""
-        if self.estimate == 0:
-            return 1.0 if self.measured == 0 else math.inf
-        return self.measured / self.estimate
-
-    @property
-    def agrees(self) -> bool:
-        """Whether the measurement is within the tolerance of the estimate."""
-        return abs(self.ratio - 1) <= self.tolerance
-
-
-#: Why the measurement and chapter 2's estimate differ, by category.
-GAPS = {
-    "parameters": "FSDP keeps FP32 shards (the master weights); the BF16 copies are gathered "
-                  "per unit and freed, so the estimate's 2 + 4 bytes read as 4 at rest",
-    "gradients": "with mixed precision FSDP reduces and keeps the sharded gradients in FP32 "
-                 "(reduce_dtype), 4 bytes where the estimate counts 2",
-    "optimizer states": "AdamW's two FP32 states, 8 bytes per parameter over the sharding ranks",
-    "activations": "the estimate counts GPT-2 with dropout and s x s scores; fused attention "
-                   "keeps none, Llama's SwiGLU keeps more, and the FP32 logits of the loss",
-    "temporaries": "the gathered root unit (embeddings and head, kept whole through forward and "
-                   "backward), a gathered block, all-gather and reduce-scatter buffers, and "
-                   "gradients of activations in backward; the estimate counts two blocks",
-    "total": "the peak: in backward, with the states of the step before and the root gathered",
-}
-
-
-def _estimate(result: RankMemory, estimator: Callable[..., memory.Breakdown]) -> memory.Breakdown:
-    layout, s = result.layout, result.shape
-    shape = memory.ModelShape(layout.layers or s.n_layers, s.hidden, s.n_heads, s.vocab, 0)
-    return estimator(result.n_params, "bf16-mixed" if layout.mixed_precision else "fp32", "adam",
-                     batch=layout.micro_batch, seq_len=layout.seq_len, gpus=layout.dp,
-                     zero_stage=ZERO_STAGE[layout.strategy], shape=shape,
-                     activation_checkpointing=layout.checkpointing)
-
-
-def compare(results: Sequence[RankMemory], tolerance: float = 0.05,
-            estimator: Callable[..., memory.Breakdown] = memory.training_memory) -> list[Comparison]:
-    """Chapter 2's estimate next to each measurement, per category, with the ratio.
-
-    ``estimator`` is called as :func:`course_lib.numbers.memory.training_memory` is (the
-    parameters measured, ``bf16-mixed`` or ``fp32``, Adam, the micro-batch and sequence, the
-    data-parallel ranks as ``gpus``, the strategy's ZeRO stage, the stage's shape); pass another
-    to check it. With tensor parallelism the estimate's model states are divided by ``tp`` too
-    (Megatron's split; GPT-2's tied embedding, kept whole here, makes the measurement higher).
-    :data:`GAPS` says why each category differs.
-
-    Used by the library's other modules.
-    """
-    rows = []
-    for r in results:
-        b, tp = _estimate(r, estimator), r.layout.tp
-        estimates = {"parameters": (b.weights + b.master_weights) / tp,
-                     "gradients": b.gradients / tp, "optimizer states": b.optimizer_states / tp,
-                     "activations": b.activations, "temporaries": b.temporaries}
-        measured = {**{k: r.end[k] for k in list(estimates)[:3]},
-                    "activations": r.after_forward["activations"],
-                    "temporaries": r.peak["temporaries"] + r.peak["gathered parameters"]}
-        estimates["total"], measured["total"] = sum(estimates.values()), r.peak_total
-        rows += [Comparison(r.model, r.layout, cat, estimates[cat], measured[cat], tolerance,
-                            GAPS[cat]) for cat in estimates]
-    return rows
