@@ -1,7 +1,8 @@
 """The training planner against published runs: where it stands today.
 
 Run ``.venv/bin/python benchmarks/planner.py`` (a second on 2 CPU cores). It fits the one
-calibration (the planner's share of peak while computing, on the runs named in
+calibration (the share of peak the planner's matrix products reach at the compute roof,
+each paying its HBM traffic on top, on the runs named in
 ``course_lib.planner.runs.CALIBRATION_RUNS``), prints it, then predicts every other
 run of the validation set from its setting alone and prints one row per run: the
 published figure, the planner's, their ratio, whether it lies in the band 0.8-1.25, the
@@ -26,9 +27,12 @@ from course_lib.planner import validation  # noqa: E402
 KNOWN = (
     "Known misses of today's model: DeepSpeed's ZeRO 3 in Megatron-LM's Table 2 ran its "
     "gathers far below the links' bandwidth, which the planner (NCCL's rate, prefetched "
-    "behind compute) over-predicts; small models on H100s run below what their "
-    "memory-bound work explains (kernel launches, small tiles); llm-foundry's A100 runs "
-    "with checkpointing beat the one calibrated efficiency; pipelines of unknown "
+    "behind compute) over-predicts; small models on H100s run below what the roofline "
+    "of their products and their memory-bound work explain (kernel launches, small "
+    "tiles; one efficiency for every GPU); llm-foundry's A100 runs with checkpointing "
+    "beat the one calibrated efficiency; torchtitan's H100s ran at 500 W, below the "
+    "datasheet's clocks; Megatron-LM's weak scaling rises in the planner, but less "
+    "than in the paper; pipelines of unknown "
     "interleaving are planned as plain 1F1B; memory leaves out buffers, fragmentation "
     "and temporaries at the peak, so a verdict within 10 % of the usable is too close "
     "to call; DeepSeek-V3's FP8 products, its DualPipe overlap of "
@@ -43,8 +47,8 @@ def main() -> int:
 
     mfu = validation.calibrate()
     names = ", ".join(validation.CALIBRATION_RUNS)
-    print(f"Calibration: the planner's share of peak while computing (mfu) = {mfu:.3f}, "
-          f"fitted by bisection so that the geometric mean of prediction / published "
+    print(f"Calibration: the planner's efficiency of the matrix products at the compute "
+          f"roof (mfu, each product's HBM traffic on top) = {mfu:.3f}, fitted by bisection so that the geometric mean of prediction / published "
           f"is 1 on: {names}. Held fixed for every other run; those runs are left out "
           f"of the rows below.\n")
     rows = validation.validate(mfu=mfu)

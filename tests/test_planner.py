@@ -23,7 +23,7 @@ import pytest
 
 from course_lib.numbers import i18n, memory
 from course_lib.parallel import cost_model, pipeline
-from course_lib.planner import inputs, model, report, texts, widget
+from course_lib.planner import compute_time, inputs, model, report, texts, widget
 from course_lib.planner.inputs import PRESETS, Plan
 from course_lib.planner.model import plan
 
@@ -451,13 +451,19 @@ def test_step_time_by_hand():
     # The memory-bound part: 16 layers of 16-bit activations (16 s h elements each,
     # split 2 ways), 8 micro-batches, three passes with recomputation, 3.35 TB/s.
     bound = 8 * 3 * 16 * (16 * 4096 * 4096 * 2 / 2) / 3.35e12
-    assert t.memory_bound == pytest.approx(bound, rel=1e-12)
     # Attention's Q K^T and A V: 4 s h per token, layer and pass (forward, backward
     # twice, recomputed forward), half of it under a causal mask in a fused kernel.
     attention = 4 * (4 * 32 * 4096 * 4096) / 2 * tokens
     assert model.attention_flops(s) == attention
+    # The products at half the peak, plus their HBM traffic (chapter 10's roofline,
+    # each from its shape: compute_time, checked by hand below).
+    dense, fused = compute_time.slowdowns(s)
+    roof = 32 * 989.5e12 * 0.5
+    traffic = (8 * 6.74e9 * tokens * dense + attention * fused) / roof
+    assert 0 < dense < 0.2 and 0 < fused < 0.2
+    assert t.memory_bound == pytest.approx(bound + traffic, rel=1e-12)
     assert t.compute == pytest.approx(
-        (8 * 6.74e9 * tokens + attention) / (32 * 989.5e12 * 0.5) + bound, rel=1e-12
+        (8 * 6.74e9 * tokens + attention) / roof + traffic + bound, rel=1e-12
     )
     message = 4096 * 1 * 4096 * 2
     nvlink = cost_model.LINKS["NVLink 4 (H100)"]

@@ -103,6 +103,20 @@ def test_a_run_with_an_mfu_input_is_refused():
         validation.predict(run, 0.4)
 
 
+def test_per_gpu_throughput_rises_with_model_size_as_in_megatron_table_1(mfu):
+    """Megatron-LM's weak scaling (Table 1: 137 TFLOP/s per GPU at 1.7B, 163 at 1T):
+    each product's HBM traffic from its shape makes the planner's rise too, from the
+    smallest model to the largest, at the one calibrated efficiency."""
+    rows = [row for row in validation.validate(mfu=mfu)
+            if row.run.where == "Table 1"]
+    first, last = rows[0], rows[-1]
+    assert first.run.value < last.run.value
+    assert last.predicted > 1.05 * first.predicted
+    # Rising all the way from the middle of the table to its end.
+    tail = [row.predicted for row in rows[3:]]
+    assert tail == sorted(tail)
+
+
 def test_rows_carry_ratio_and_band(mfu):
     rows = validation.validate(mfu=mfu)
     low, high = validation.BAND

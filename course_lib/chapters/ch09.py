@@ -327,8 +327,9 @@ def at_scale_table(rank: at_scale.RankMemory, planned: PlanResult) -> Table:
                   "measured / planner"], body,
                  title=f"Rank {rank.rank} of {lay.world_size}, {rank.model}: "
                        f"{rank.n_params / 1e9:.2f}B parameters, full sharding"
-                       f"{f' x tensor {lay.tp}' if lay.tp > 1 else ''}, measured on a fake "
-                       "process group")
+                       f"{f' x tensor {lay.tp}' if lay.tp > 1 else ''}"
+                       f"{' with sequence parallelism' if lay.sequence_parallel else ''}, "
+                       "measured on a fake process group")
 
 
 def _lowest_zero_stage(n_params: float, gpus: int, capacity: float) -> float:

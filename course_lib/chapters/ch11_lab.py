@@ -13,6 +13,8 @@ what rank 0 of a 64-rank 2-D layout of Llama 2 70B holds, measured on a fake pro
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from course_lib.chapters import ch09_lab
@@ -197,13 +199,15 @@ one_f_one_b = Exercise(
 AT_SCALE = at_scale.Layout(64, "zero3", tp=8, layers=4, seq_len=2048)
 
 
-def measure_at_scale() -> at_scale.RankMemory:
+def measure_at_scale(sequence_parallel: bool = False) -> at_scale.RankMemory:
     """Rank 0 of :data:`AT_SCALE`, measured once per process on a fake process group (chapter
-    9's :func:`~course_lib.chapters.ch09_lab.measure_at_scale`).
+    9's :func:`~course_lib.chapters.ch09_lab.measure_at_scale`); ``sequence_parallel``:
+    with Megatron-LM's whole plan (norms, residuals and the loss's logits split too).
 
     Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
-    return ch09_lab.measure_at_scale("llama2-70b", AT_SCALE)
+    layout = dataclasses.replace(AT_SCALE, sequence_parallel=sequence_parallel)
+    return ch09_lab.measure_at_scale("llama2-70b", layout)
 
 
 def _rank0_2d() -> dict[str, float]:

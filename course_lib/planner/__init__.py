@@ -8,6 +8,9 @@
   fit, the step time (compute, communication of tensor, pipeline, context, expert and
   data parallelism, bubble), days and GPU-hours; ``planner.js`` is the same model in
   JavaScript, proven equal by the tests.
+* :mod:`~course_lib.planner.compute_time`: each matrix product's time from its shape
+  (chapter 10's roofline: its FLOPs at the calibrated efficiency, its bytes at the HBM
+  bandwidth).
 * :mod:`~course_lib.planner.data_parallel_time`: data parallelism's collectives in a
   step and the part compute hides (each layer's gather prefetched, the first exposed).
 * :mod:`~course_lib.planner.report`: the plan as a table (the command line's ``plan``).

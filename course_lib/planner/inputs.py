@@ -65,7 +65,8 @@ class Plan:
     layers, hidden size, heads, vocabulary and sequence length; a custom GPU its memory
     (GB), peak (TFLOP/s) and memory bandwidth (TB/s); a custom link its latency (µs)
     and bandwidth (GB/s). ``mfu`` is the share of the peak the GPUs' matrix products
-    reach; the memory-bound work, the bubble and exposed communication come on top, so
+    reach at the compute roof; each product's HBM traffic, the memory-bound work, the
+    bubble and exposed communication come on top, so
     the MFU a paper publishes (end to end) is the planner's ``achieved_mfu``, not this
     input. ``tp_overlap``: the share of tensor parallelism's all-reduces hidden behind
     compute (0: none). ``virtual_stages``: the interleaved 1F1B's model chunks per GPU

@@ -23,7 +23,10 @@ from the modules that teach it:
   ``G`` GPUs (chapter 10's :func:`~course_lib.hardware.roofline.training_flops`), plus
   ``2 N T`` when checkpointing recomputes the forward pass, plus attention's score and
   value products (:func:`attention_flops`: causal and fused, ``6 l h s`` per token,
-  half of PaLM's ``12 l h s``; unfused, the full square); tensor parallelism's
+  half of PaLM's ``12 l h s``; unfused, the full square), each product paying its HBM
+  traffic on top (chapter 10's roofline, from its shape after tensor parallelism:
+  :mod:`~course_lib.planner.compute_time`), and the memory-bound work of the saved
+  activations; tensor parallelism's
   all-reduces, four per layer and micro-batch (six with recomputation) of ``s b h``
   activations on the node's link; pipeline sends, one activation and one gradient per
   micro-batch (``s b h / t`` each, on the node's link when the pipeline fits in a node,
@@ -78,6 +81,7 @@ from typing import Any
 from course_lib.hardware import roofline
 from course_lib.numbers import memory
 from course_lib.parallel import context_parallel, cost_model, pipeline
+from course_lib.planner import compute_time
 from course_lib.planner.data_parallel_time import data_parallel_time
 from course_lib.planner.inputs import MAX_GPUS, Plan, Raw, Setup, check
 
@@ -309,7 +313,8 @@ class StepTime:
     """Seconds of one training step, by part, and the bubble's share of the pipeline.
 
     ``compute`` is the busiest GPU's matrix products and its memory-bound work
-    (``memory_bound`` of it); ``tp`` the tensor-parallel all-reduces compute does not
+    (``memory_bound`` of it: the products' HBM traffic and the elementwise work);
+    ``tp`` the tensor-parallel all-reduces compute does not
     hide; ``cp`` context parallelism's all-gathers and reduce-scatters of K and V,
     ``ep`` expert parallelism's all-to-alls (all exposed), ``cp_bytes`` and
     ``ep_bytes`` what one GPU sends in one of them (per layer and micro-batch);
@@ -370,26 +375,32 @@ def _compute(s: Setup) -> tuple[float, float]:
 
     Matrix products: ``6 N T`` (``8 N T`` with recomputation) and attention's
     (:func:`attention_flops`) over the GPUs at ``mfu`` of the peak, times the busiest
-    stage's layers over the average. Memory-bound work
+    stage's layers over the average, plus each product's HBM traffic at the GPU's
+    bandwidth (chapter 10's roofline, product by product from its shape:
+    :mod:`~course_lib.planner.compute_time`). Memory-bound work besides
     (normalisations, activations, softmax, dropout; chapter 10's roofline puts them
     under the bandwidth roof): every saved activation of chapter 2's estimate crosses
     HBM :data:`HBM_PASSES` times (three with recomputation), and the loss's FP32 logits
-    too on one stage. Its share falls as ``1 / h``, so per-GPU throughput rises with
-    the model's width.
+    too on one stage. ``memory_bound`` is both: the products' bytes and this work.
+    Their share falls as ``1 / h`` (and a product's, as its smallest dimension grows),
+    so per-GPU throughput rises with the model's width.
     """
     tokens = s.global_batch * s.seq_len
     active = active_params(s)
     work = roofline.training_flops(active, tokens)
     work += 2 * active * tokens if s.checkpointing else 0.0
-    work += attention_flops(s)
+    attention = attention_flops(s)
     busiest = max(s.edge_layers, s.middle_layers)
-    matmul = work / (s.gpus * s.peak * s.mfu) * (busiest * s.pp / s.layers)
+    scale = busiest * s.pp / s.layers / (s.gpus * s.peak * s.mfu)
+    dense_bytes, attention_bytes = compute_time.slowdowns(s)
+    arithmetic = (work + attention) * scale
+    traffic = (work * dense_bytes + attention * attention_bytes) * scale
     saved = _saved_per_layer(s) * busiest
     if s.pp == 1:
         saved += s.micro_batch * s.seq_len * s.vocab * 4 / s.tp / s.cp
     passes = HBM_PASSES + (1 if s.checkpointing else 0)
-    bound = s.micro_batches * passes * saved / s.hbm
-    return matmul + bound, bound
+    bound = s.micro_batches * passes * saved / s.hbm + traffic
+    return arithmetic + bound, bound
 
 
 def context_parallel_bytes(s: Setup) -> float:

@@ -1,8 +1,8 @@
 /*
  * The course's training planner in JavaScript: the same model as course_lib/planner/
- * (inputs.py's checks, model.py's memory, cheapest change and step time, and the pieces
- * of memory.py, cost_model.py, pipeline.py, context_parallel.py and roofline.py they
- * use), function for
+ * (inputs.py's checks, model.py's memory, cheapest change and step time,
+ * compute_time.py's products, and the pieces of memory.py, cost_model.py, pipeline.py,
+ * context_parallel.py and roofline.py they use), function for
  * function, so that the planner answers in the page -- JupyterLab, Colab, the static
  * book -- with no kernel.
  *
@@ -668,19 +668,76 @@
     return perToken * s.global_batch * s.seq_len;
   }
 
+  /** roofline.matmul_operation: batch products of (m x k) by (k x n), e bytes each. */
+  function matmul(m, k, n, e, batch) {
+    return { flops: 2 * batch * m * k * n, bytes: batch * (m * k + k * n + m * n) * e };
+  }
+
+  /** compute_time.dense_products: 6 N's products on one GPU, one micro-batch. */
+  function denseProducts(s, e) {
+    var h = s.hidden, t = s.tp, m = s.micro_batch * Math.floor(s.seq_len / s.cp);
+    var dHead = Math.floor(h / s.heads);
+    var heads = Math.floor(s.heads / t), kv = Math.ceil(s.kv_heads / t);
+    var layers = s.layers;
+    var out = [matmul(m, h, (heads + 2 * kv) * dHead, e, layers),
+      matmul(m, heads * dHead, h, e, layers)];
+    var attention = h * (s.heads + 2 * s.kv_heads) * dHead + s.heads * dHead * h;
+    var dense = (s.params - s.expert_params - s.vocab * h) / layers - attention;
+    var width = Math.floor(dense / (2 * h) / t);
+    if (width >= 1) {
+      out.push(matmul(m, h, width, e, layers), matmul(m, width, h, e, layers));
+    }
+    if (s.expert_params > 0) {
+      width = Math.max(1,
+        Math.floor(s.expert_params / (layers * s.experts * 2 * h) / t));
+      var tokens = Math.max(1, Math.floor(m * s.ep * s.top_k / s.experts));
+      var here = layers * Math.floor(s.experts / s.ep);
+      out.push(matmul(tokens, h, width, e, here), matmul(tokens, width, h, e, here));
+    }
+    out.push(matmul(m, h, Math.ceil(s.vocab / t), e, 1));
+    return out;
+  }
+
+  /** compute_time.attention_products: unfused Q K^T and A V, or one fused kernel. */
+  function attentionProducts(s, e) {
+    var dHead = Math.floor(s.hidden / s.heads);
+    var heads = Math.floor(s.heads / s.tp), kv = Math.ceil(s.kv_heads / s.tp);
+    var queries = Math.floor(s.seq_len / s.cp), keys = s.seq_len;
+    if (!s.flash_attention) {
+      var many = s.micro_batch * heads;
+      return [matmul(queries, dHead, keys, e, many),
+        matmul(queries, keys, dHead, e, many)];
+    }
+    return [{ flops: 2 * 2 * s.micro_batch * heads * queries * keys * dHead / 2,
+      bytes: e * s.micro_batch * dHead * (2 * heads * queries + 2 * kv * keys) }];
+  }
+
+  /** compute_time._hbm_share: HBM seconds per second of arithmetic. */
+  function hbmShare(ops, peak, hbm) {
+    var flops = 0, bytes = 0;
+    ops.forEach(function (op) { flops += op.flops; bytes += op.bytes; });
+    return bytes / hbm / (flops / peak);
+  }
+
   /** model._compute: [the busiest GPU's computing seconds, the memory-bound part]. */
   function computeTime(s, T) {
     var tokens = s.global_batch * s.seq_len;
     var active = activeParams(s);
     var work = trainingFlops(active, tokens) +
-      (s.checkpointing ? 2 * active * tokens : 0) + attentionFlops(s);
+      (s.checkpointing ? 2 * active * tokens : 0);
+    var attention = attentionFlops(s);
     var busiest = Math.max(s.edge_layers, s.middle_layers);
-    var matmul = work / (s.gpus * s.peak * s.mfu) * (busiest * s.pp / s.layers);
+    var scale = busiest * s.pp / s.layers / (s.gpus * s.peak * s.mfu);
+    var e = T.precisions[s.precision].activation_bytes, peak = s.peak * s.mfu;
+    var denseBytes = hbmShare(denseProducts(s, e), peak, s.hbm);
+    var attentionBytes = hbmShare(attentionProducts(s, e), peak, s.hbm);
+    var arithmetic = (work + attention) * scale;
+    var traffic = (work * denseBytes + attention * attentionBytes) * scale;
     var saved = savedPerLayer(s, T) * busiest;
     if (s.pp === 1) saved += s.micro_batch * s.seq_len * s.vocab * 4 / s.tp / s.cp;
     var passes = T.constants.hbm_passes + (s.checkpointing ? 1 : 0);
-    var bound = s.micro_batches * passes * saved / s.hbm;
-    return [matmul + bound, bound];
+    var bound = s.micro_batches * passes * saved / s.hbm + traffic;
+    return [arithmetic + bound, bound];
   }
 
   /** model.context_parallel_bytes: (c - 1) 2 (s / c) b n_kv d_head e, per GPU. */

@@ -71,18 +71,26 @@ _ZERO3_NOTE = ("in the paper, DeepSpeed's ZeRO 3 took about as long per step on 
                "many GPUs as on half of them (GPUs x TFLOP/s per GPU stays flat, the "
                "batch is the same): its gathers ran far below the links' bandwidth; "
                "the planner gathers at NCCL's rate, prefetched behind compute")
-_WEAK = ("per-GPU throughput rises with model size in the paper; the planner's "
-         "memory-bound work (a 1 / h share) accounts for part of that rise")
+_WEAK = ("per-GPU throughput rises with model size in the paper; in the planner it "
+         "rises less: the HBM traffic of each product (chapter 10's roofline, the "
+         "unfused attention scores' the most) and the memory-bound work, shares that "
+         "fall as the layers widen, account for part of that rise")
 _SELECTIVE = ("selective activation checkpointing is neither none nor full: the planner "
               "takes none")
 _NO_OVERLAP = ("not identified: FSDP's gathers hide behind compute in the planner, "
                "as they should; under-predicted like the A100 runs with "
                "checkpointing above")
-_SMALL_H100 = ("small models run further below an H100's peak than their memory-bound "
-               "work explains: kernel launches and matrix tiles too small for the "
-               "GPU, which the planner does not model")
+_SMALL_H100 = ("small models run further below an H100's peak than the roofline of "
+               "their products and their memory-bound work explain (they weigh more on "
+               "an H100, whose ridge point is nearly twice an A100's): kernel "
+               "launches and matrix tiles too small for the GPU the planner does not "
+               "model, and it has one efficiency for every GPU")
 _FAST_A100 = ("this A100 run computed above the one calibrated efficiency (the table "
               "gives it 71-74 % HFU); the planner has one efficiency for every GPU")
+_ZERO3_FIRST = ("DeepSpeed's ZeRO 3 ran its gathers below the links' bandwidth, as "
+                "the paper's larger runs of this model show (with about twice the "
+                "GPUs, a step only about a fifth shorter); the planner gathers at "
+                "NCCL's rate, prefetched behind compute")
 _DEEPSPEED_MEMORY = ("the planner holds what FSDP holds: a whole layer gathered and its "
                      "gradients reduce-scattered in FP32 (a 530B layer is 5B parameters, "
                      "20 GB); DeepSpeed's ZeRO 3 gathers and reduces in buckets, so the "
@@ -125,9 +133,10 @@ def _table2(scheme: str, shape: tuple[float, int, int, int], gpus: int, batch: i
     if scheme == "ZeRO-3":
         inputs = _megatron(params, heads, hidden, layers, 1, 1, gpus, batch, zero=3,
                            micro_batches=batch // (gpus * micro))
+        first = gpus in (384, 640)  # the fewest GPUs of each model's rows
         return Run(f"Megatron ZeRO-3 {size}, {gpus} GPUs", "narayanan2021megatron",
                    "Table 2", inputs, "tflops", tflops, _TABLE2_TEXT, "megatron",
-                   _ZERO3_NOTE, _DEEPSPEED_MEMORY)
+                   _ZERO3_FIRST if first else _ZERO3_NOTE, _DEEPSPEED_MEMORY)
     pp = 12 if params < 2e11 else 35
     inputs = _megatron(params, heads, hidden, layers, 8, pp, gpus, batch)
     return Run(f"Megatron PTD-P {size}, {gpus} GPUs", "narayanan2021megatron",
@@ -320,7 +329,8 @@ RUNS: tuple[Run, ...] = (
            + _SELECTIVE),
     _titan("torchtitan Llama 3.1 8B, 128 H100, FSDP", "Table 3, row 1",
            _llama("llama3-8b", "h100", 128, 2, False, gpu_memory_gb=96), "tokens_per_s",
-           5605, _TITAN_H100, "500 W GPUs; " + _NO_OVERLAP),
+           5605, _TITAN_H100, "the GPUs ran at 500 W, below the datasheet's clocks, "
+           "as in the 8-GPU row; " + _SELECTIVE),
     _titan("torchtitan Llama 3.1 8B, 8 H100, FSDP: memory", "Table 1, row 1",
            _llama("llama3-8b", "h100", 8, 2, False, gpu_memory_gb=96), "memory_gib",
            82.4, _TITAN_H100, _SELECTIVE),
@@ -329,7 +339,8 @@ RUNS: tuple[Run, ...] = (
            67.0, _TITAN_H100, _SELECTIVE),
 )
 
-#: The runs the one calibration (the planner's ``mfu``) is fitted on: one A100 run with
+#: The runs the one calibration (the planner's ``mfu``, the efficiency of the matrix
+#: products at the compute roof) is fitted on: one A100 run with
 #: tensor parallelism, one A100 and one H100 run of plain FSDP on one node.
 CALIBRATION_RUNS = ("Megatron GPT 18.4B, 256 GPUs", "MPT-7B, 8 A100 80GB",
                     "MPT-7B, 8 H100 80GB")

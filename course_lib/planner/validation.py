@@ -12,8 +12,9 @@ tokens/s per GPU, days to train.
 the published figure: their ratio, and whether it lies in the band 0.8-1.25.
 
 No published figure is an input of its own row: the inputs hold the setting only, and
-the planner's ``mfu`` (its share of the peak while computing) is the one calibration,
-fitted once by :func:`calibrate` on the runs named in :data:`CALIBRATION_RUNS` (which
+the planner's ``mfu`` (the share of the peak its matrix products reach at the compute
+roof, each paying its HBM traffic on top: :mod:`~course_lib.planner.compute_time`) is
+the one calibration, fitted once by :func:`calibrate` on the runs named in :data:`CALIBRATION_RUNS` (which
 are then left out of the scored rows) and held fixed for every other run. Rows true by
 definition are not here: a published MFU next to the same TFLOP/s over the datasheet
 peak, a training time the paper derived from the same row's throughput (Megatron-LM's
