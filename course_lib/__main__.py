@@ -77,6 +77,8 @@ _PLAN_SWITCHES = (
     ("--no-flash-attention", "flash_attention", False,
      "keep the s x s attention scores (no fused attention)"),
     ("--dropout", "dropout", True, "count dropout's masks"),
+    ("--no-sequence-parallel", "sequence_parallel", False, "tensor parallelism without "
+     "sequence parallelism: the norms' and dropout's activations whole on every TP GPU"),
 )
 
 

@@ -66,6 +66,29 @@ def test_activation_formula_reduces_to_korthikanti_for_16_bit():
     assert memory.activation_bytes_per_layer(s, b, h, a, 2, dropout=False) == 16 * 2 * s * b * h + 2 * a * s * s * b
 
 
+def test_tensor_parallel_activations_follow_korthikanti_with_and_without_sequence_parallelism():
+    """Korthikanti et al. 2022, Table 2: ``sbh(10 + 24/t + 5as/(ht))`` per rank without sequence
+    parallelism (e=2, d=1), ``sbh(34 + 5as/h) / t`` with it; one rank is chapter 2's layer."""
+    s, b, h, a = 2048, 4, 4096, 32
+    layer = memory.activation_bytes_per_layer(s, b, h, a, 2, 1)
+    for sp in (True, False):
+        assert memory.activation_bytes_per_tp_rank(s, b, h, a, 1, sp, 2, 1) == layer
+    for t in (2, 4, 8):
+        assert memory.activation_bytes_per_tp_rank(s, b, h, a, t) == layer / t
+        no_sp = memory.activation_bytes_per_tp_rank(s, b, h, a, t, False, 2, 1)
+        assert no_sp == pytest.approx(s * b * h * (10 + 24 / t + 5 * a * s / (h * t)), rel=1e-12)
+        # What stays whole is exactly s b h (4e + 2d): 10 sbh at e=2, d=1; 4e without dropout.
+        for e, d, dropout in ((2, 1, True), (4, 4, True), (2, 1, False)):
+            whole = s * b * h * (4 * e + (2 * d if dropout else 0))
+            total = memory.activation_bytes_per_layer(s, b, h, a, e, d, dropout, False)
+            got = memory.activation_bytes_per_tp_rank(s, b, h, a, t, False, e, d, dropout, False)
+            assert got == whole + (total - whole) / t
+            # Splitting everything would be the smaller, sequence-parallel figure.
+            assert got > total / t and got - total / t == pytest.approx(whole * (1 - 1 / t))
+    with pytest.raises(ValueError, match="tensor-parallel degree"):
+        memory.activation_bytes_per_tp_rank(s, b, h, a, 0)
+
+
 def test_activations_grow_with_batch_and_sequence_not_params():
     shape = memory.shape_for_params(1e9)
     base = memory.activation_bytes(shape, 1024, 2)

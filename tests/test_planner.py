@@ -124,6 +124,8 @@ def _random_plan(rng: random.Random) -> dict:
     p["checkpointing"] = rng.random() < 0.4
     p["flash_attention"] = rng.random() < 0.8
     p["dropout"] = rng.random() < 0.3
+    if rng.random() < 0.5:
+        p["sequence_parallel"] = rng.random() < 0.3
     dp = max(1, gpus // (p["tp"] * p["pp"] * p.get("cp", 1)))
     experts = int(p.get("experts", 256 if preset == "deepseek-v3" else 1))
     if experts > 1 and rng.random() < 0.6:
@@ -325,7 +327,7 @@ def test_javascript_equals_python_on_hundreds_of_plans():
     js = json.loads(done.stdout)
     assert len(js) == len(cases)
     kinds = {"result": 0, "error": 0, "fits": 0, "no fit": 0, "change": 0}
-    spread = {"cp": 0, "ep": 0, "experts": 0, "kv_heads": 0}
+    spread = {"cp": 0, "ep": 0, "experts": 0, "kv_heads": 0, "tp without sp": 0}
     for (spec, language), got in zip(cases, js):
         want = _python(spec, language)
         assert "crash" not in got, (spec, got["crash"])
@@ -346,13 +348,15 @@ def test_javascript_equals_python_on_hundreds_of_plans():
         for name in ("cp", "ep", "experts"):
             spread[name] += setup[name] > 1
         spread["kv_heads"] += setup["kv_heads"] != setup["heads"]
+        spread["tp without sp"] += setup["tp"] > 1 and not setup["sequence_parallel"]
     # The sample reaches every outcome: plans that fit, that do not, changes found,
     # errors.
     assert kinds["result"] >= 200 and kinds["error"] >= 150, kinds
     assert (
         kinds["fits"] >= 50 and kinds["no fit"] >= 50 and kinds["change"] >= 20
     ), kinds
-    # Context and expert parallelism, mixtures and grouped-query attention are drawn.
+    # Context and expert parallelism, mixtures, grouped-query attention and tensor
+    # parallelism without sequence parallelism are drawn.
     assert min(spread.values()) >= 30, spread
 
 
@@ -433,6 +437,38 @@ def test_activations_follow_korthikanti_with_sequence_parallelism_and_1f1b():
         checkpointing=True,
     ).memory
     assert ckpt.activations == 32 * s * b * h * 2 + s * b * h * 32 + b * s * 32000 * 4
+
+
+def test_tensor_parallelism_without_sequence_parallelism_keeps_norms_and_masks_whole():
+    """Korthikanti et al. 2022, Table 2: ``s b h (10 + 24 / t + 5 a s / (h t))`` per layer
+    without sequence parallelism; with checkpointing each layer's input stays whole."""
+    base = dict(model="custom", params=8e9, layers=32, hidden=4096, heads=32, vocab=32000,
+                seq_len=2048, global_batch=8, micro_batches=8, flash_attention=False,
+                dropout=True, gpus_per_node=8, tp=2, pp=4)
+    s, h, a, t = 2048, 4096, 32, 2
+    sp, no_sp = plan(**base).memory, plan(**base, sequence_parallel=False).memory
+    assert sp.activations == 4 * 8 * (s * h * 34 + 5 * a * s * s) / t
+    layer = s * h * 10 + (s * h * 24 + 5 * a * s * s) / t
+    assert no_sp.activations == pytest.approx(4 * 8 * layer, rel=1e-12)
+    ckpt = dict(base, checkpointing=True)
+    kept = plan(**ckpt).memory.activations, plan(**ckpt, sequence_parallel=False)
+    recomputed = (s * h * 34 + 5 * a * s * s) / t
+    assert kept[0] == pytest.approx(4 * 8 * s * h * 2 / t + recomputed)
+    whole = 4 * 8 * s * h * 2 + layer
+    assert kept[1].memory.activations == pytest.approx(whole, rel=1e-12)
+    # Only activations and their memory-bound work move; the messages do not.
+    one, other = plan(**base).time, plan(**base, sequence_parallel=False).time
+    assert one.tp == other.tp and one.pp == other.pp and one.dp == other.dp
+    assert other.memory_bound > one.memory_bound
+    # At t = 1 the input changes nothing.
+    single = dict(base, tp=1, gpus_per_node=4)
+    assert (plan(**single).as_dict()["memory"]
+            == plan(**single, sequence_parallel=False).as_dict()["memory"])
+    words = report.sentences(kept[1])
+    assert any("tensor 2 (without sequence parallelism) x pipeline 4" in w for w in words)
+    assert any("tensor 2 (sequence parallel) x" in w
+               for w in report.sentences(plan(**base)))
+    assert any("tensor 1 x" in w for w in report.sentences(plan(**single)))
 
 
 def test_step_time_by_hand():
@@ -691,6 +727,7 @@ def test_the_cheapest_change_is_the_first_that_fits():
             {"checkpointing": "yes"},
             "activation checkpointing must be true or false, got 'yes'",
         ),
+        ({"sequence_parallel": 1}, "sequence parallelism must be true or false, got 1"),
         ({"zero": 4}, "ZeRO stage must be a whole number from 0 to 3, got 4"),
         (
             {"shard": 2},
@@ -751,6 +788,9 @@ def test_bad_input_in_dutch():
         "zijn, niet 1,5$",
     ):
         plan(mfu=1.5, language="nl")
+    with pytest.raises(ValueError, match="^het sequentieparallellisme moet waar of onwaar "
+                       "zijn \\(true of false\\), niet 'ja'$"):
+        plan(sequence_parallel="ja", language="nl")
     with pytest.raises(ValueError, match="^2 virtuele stages verweven een pipeline"):
         plan(virtual_stages=2, language="nl")
     with pytest.raises(ValueError, match="^16 lagen op de eerste en op de laatste stage "

@@ -254,7 +254,7 @@ def test_the_report_says_what_context_and_expert_parallelism_send():
     from course_lib.planner import report
 
     text = report.report(plan(**LONG))
-    assert "tensor 8 x context 16 x pipeline 16 x data 8" in text
+    assert "tensor 8 (sequence parallel) x context 16 x pipeline 16 x data 8" in text
     assert "each sends 62.9 MB of keys and values" in text
     assert "context-parallel K/V all-gathers" in text
     dutch = report.report(plan(**DEEPSEEK, language="nl"))

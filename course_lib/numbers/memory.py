@@ -209,16 +209,8 @@ def shape_for_params(n_params: float, vocab: int = 50257) -> ModelShape:
     return ModelShape(layers, hidden, hidden // head_dim, vocab, positions)
 
 
-def activation_bytes_per_layer(
-    seq_len: int,
-    batch: int,
-    hidden: int,
-    n_heads: int,
-    bytes_per_element: float = 2,
-    mask_bytes: float = 1,
-    dropout: bool = True,
-    attention_scores: bool = True,
-) -> float:
+def activation_bytes_per_layer(seq_len: int, batch: int, hidden: int, n_heads: int, bytes_per_element: float = 2,
+                               mask_bytes: float = 1, dropout: bool = True, attention_scores: bool = True) -> float:
     """Bytes one transformer layer saves for backward, after Korthikanti et al. 2022 (arXiv 2205.05198).
 
     The paper counts, per layer, ``34*s*b*h + 5*a*s^2*b`` bytes for 16-bit activations: of the
@@ -241,6 +233,29 @@ def activation_bytes_per_layer(
     e = _positive(bytes_per_element, "bytes per element")
     d = _positive(mask_bytes, "bytes per dropout-mask element") if dropout else 0
     return s * b * h * (16 * e + 2 * d) + (a * s * s * b * (e + dropout * (e + d)) if attention_scores else 0)
+
+
+def activation_bytes_per_tp_rank(seq_len: int, batch: int, hidden: int, n_heads: int, tp: int,
+                                 sequence_parallel: bool = True, bytes_per_element: float = 2,
+                                 mask_bytes: float = 1, dropout: bool = True,
+                                 attention_scores: bool = True) -> float:
+    """Bytes one transformer layer saves for backward on one of ``tp`` tensor-parallel ranks (Korthikanti et al.
+    2022, arXiv 2205.05198, Table 2).
+
+    With sequence parallelism every activation of :func:`activation_bytes_per_layer` is split ``tp`` ways. Without
+    it (Megatron-LM before 2022) the two layer norms' inputs, the inputs of the QKV projection and of the MLP's
+    first layer (``4*s*b*h*e``) and the two dropout masks (``2*s*b*h*d``) stay whole on every rank, the rest is
+    split: ``s*b*h*(10 + 24/t + 5*a*s/(h*t))`` for e=2, d=1, the paper's row "tensor parallelism (baseline)".
+
+    Chapter 2, *The memory wall*.
+    """
+    t = _positive(tp, "tensor-parallel degree", integer=True)
+    total = activation_bytes_per_layer(seq_len, batch, hidden, n_heads, bytes_per_element, mask_bytes, dropout,
+                                       attention_scores)
+    if sequence_parallel or t == 1:
+        return total / t
+    whole = seq_len * batch * hidden * (4 * bytes_per_element + (2 * mask_bytes if dropout else 0))
+    return whole + (total - whole) / t
 
 
 def activation_bytes(
@@ -379,17 +394,9 @@ def check_job(batch: int, seq_len: int, gpus: int, zero_stage: int, language: st
         raise ValueError(i18n.text("mem_err_zero", language, stages=stages, value=repr(zero_stage)))
 
 
-def training_memory(
-    n_params: float,
-    precision: str = "fp32",
-    optimizer: str = "adam",
-    batch: int = 1,
-    seq_len: int = 2048,
-    gpus: int = 1,
-    zero_stage: int = 0,
-    shape: ModelShape | None = None,
-    activation_checkpointing: bool = False,
-) -> Breakdown:
+def training_memory(n_params: float, precision: str = "fp32", optimizer: str = "adam", batch: int = 1,
+                    seq_len: int = 2048, gpus: int = 1, zero_stage: int = 0, shape: ModelShape | None = None,
+                    activation_checkpointing: bool = False) -> Breakdown:
     """Estimate the training memory on each GPU of a data-parallel job, component by component.
 
     Model states follow the ZeRO paper: with ``N`` GPUs, stage 1 divides optimizer states and
@@ -470,16 +477,9 @@ def min_gpus_to_fit(breakdown_fn: Callable[[int], Breakdown], gpu: GPU, max_gpus
     return None
 
 
-def gpus_to_train(
-    n_params: float,
-    gpu: GPU,
-    precision: str = "bf16-mixed",
-    optimizer: str = "adam",
-    batch: int = 1,
-    seq_len: int = 2048,
-    activation_checkpointing: bool = False,
-    headroom: bool = True,
-) -> int | None:
+def gpus_to_train(n_params: float, gpu: GPU, precision: str = "bf16-mixed", optimizer: str = "adam",
+                  batch: int = 1, seq_len: int = 2048, activation_checkpointing: bool = False,
+                  headroom: bool = True) -> int | None:
     """The fewest GPUs (a power of two) that can train a model with ZeRO stage 3 / FSDP full sharding, or None.
 
     Chapter 2, *The memory wall*.

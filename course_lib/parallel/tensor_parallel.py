@@ -340,17 +340,15 @@ def activation_bytes_tp(seq_len: int, batch: int, hidden: int, heads: int, degre
     Without dropout a block keeps ``16 e s b h`` bytes (and ``e a s^2 b`` of attention
     scores unless fused). Tensor parallelism splits all but the two layer norms' inputs
     and outputs, ``4 e s b h``, which every rank keeps whole (Korthikanti et al. 2022);
-    sequence parallelism splits those too: everything over ``t``.
+    sequence parallelism splits those too: everything over ``t``
+    (:func:`~course_lib.numbers.memory.activation_bytes_per_tp_rank` without dropout).
 
     Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
     """
-    total = memory.activation_bytes_per_layer(seq_len, batch, hidden, heads,
-                                              bytes_per_element, dropout=False,
-                                              attention_scores=attention_scores)
-    if sequence_parallel:
-        return total / degree
-    whole = 4 * bytes_per_element * seq_len * batch * hidden
-    return whole + (total - whole) / degree
+    return memory.activation_bytes_per_tp_rank(seq_len, batch, hidden, heads, degree,
+                                               sequence_parallel, bytes_per_element,
+                                               dropout=False,
+                                               attention_scores=attention_scores)
 
 
 def torch_parallelize_block(block: nn.Module, mesh: Any) -> nn.Module:

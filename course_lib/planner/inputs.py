@@ -69,7 +69,10 @@ class Plan:
     bubble and exposed communication come on top, so
     the MFU a paper publishes (end to end) is the planner's ``achieved_mfu``, not this
     input. ``tp_overlap``: the share of tensor parallelism's all-reduces hidden behind
-    compute (0: none). ``virtual_stages``: the interleaved 1F1B's model chunks per GPU
+    compute (0: none). ``sequence_parallel``: Megatron-LM's sequence parallelism
+    (Korthikanti et al. 2022) with tensor parallelism; off, the layer norms' and dropout's
+    activations stay whole on every tensor-parallel GPU (no effect at ``tp`` 1).
+    ``virtual_stages``: the interleaved 1F1B's model chunks per GPU
     (1: plain 1F1B). ``edge_layers``: the layers of the first and of the last pipeline
     stage, when they hold fewer than the others (the embedding and the head sit there);
     None: equal stages. ``kv_heads``: key-value heads (grouped-query attention; None:
@@ -112,6 +115,7 @@ class Plan:
     offload: Raw = False
     tp: Raw = 1
     tp_overlap: Raw = 0
+    sequence_parallel: Raw = True
     cp: Raw = 1
     pp: Raw = 1
     virtual_stages: Raw = 1
@@ -160,7 +164,8 @@ FIELDS: tuple[Field, ...] = (
     Field("net_beta_gbs", "positive", 0, 1_000_000),
     Field("zero", "whole", 0, 3), Field("shard", "whole", 1, MAX_GPUS),
     Field("offload", "bool"), Field("tp", "whole", 1, 1024),
-    Field("tp_overlap", "nonneg", 0, 1), Field("cp", "whole", 1, 1024),
+    Field("tp_overlap", "nonneg", 0, 1), Field("sequence_parallel", "bool"),
+    Field("cp", "whole", 1, 1024),
     Field("pp", "whole", 1, 100_000), Field("virtual_stages", "whole", 1, 100_000),
     Field("edge_layers", "whole", 1, 100_000), Field("ep", "whole", 1, 100_000),
     Field("micro_batches", "whole", 1, 1_000_000_000), Field("checkpointing", "bool"),
@@ -344,6 +349,7 @@ class Setup:
     expert_params: float
     cp: int
     ep: int
+    sequence_parallel: bool
 
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(Plan)}
@@ -497,7 +503,8 @@ def check(plan: Plan, language: str = "en") -> Setup:
         dp * cp if shard is None else shard, v["offload"], tp, pp, dp, micro,
         batch // (dp * micro), v["checkpointing"], v["flash_attention"], v["dropout"],
         batch, float(v["tokens"]), v["mfu"], float(hbm), v["tp_overlap"], virtual,
-        edge, middle, kv_heads, experts, top_k, float(expert_params), cp, ep)
+        edge, middle, kv_heads, experts, top_k, float(expert_params), cp, ep,
+        v["sequence_parallel"])
 
 
 def _check_mixture(heads: int, kv_heads: int, experts: int, top_k: int,

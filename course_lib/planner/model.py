@@ -11,14 +11,17 @@ from the modules that teach it:
   sharding group) divided by ``t * p``, the tensor and pipeline degrees; the activations
   of :func:`~course_lib.numbers.memory.activation_bytes_per_layer` for a micro-batch of
   ``b`` sequences, divided by ``t`` (sequence parallelism splits every activation,
-  Korthikanti et al. 2022), for the ``ceil(L / p)`` layers of the stage and the
-  ``min(p, m)`` micro-batches 1F1B keeps in flight (with checkpointing each layer keeps
-  its input, one layer is recomputed at a time); the loss's FP32 log-probabilities when
-  there is one stage; chapter 2's buffers; the CUDA context. It fits if the tensors fit
-  in the GPU's usable memory (:attr:`~course_lib.numbers.memory.GPU.usable`). If not,
-  :func:`cheapest_change` tries, in order, a higher ZeRO stage, checkpointing, more
-  tensor parallelism inside the node, more pipeline stages and more nodes, and names the
-  first that fits.
+  Korthikanti et al. 2022; without it, ``sequence_parallel=False``, the norms' inputs,
+  the inputs of the QKV projection and the MLP and the dropout masks stay whole:
+  :func:`~course_lib.numbers.memory.activation_bytes_per_tp_rank`), for the ``ceil(L /
+  p)`` layers of the stage and the ``min(p, m)`` micro-batches 1F1B keeps in flight
+  (with checkpointing each layer keeps its input, split by ``t`` with sequence
+  parallelism only; one layer is recomputed at a time); the loss's FP32
+  log-probabilities when there is one stage; chapter 2's buffers; the CUDA context. It
+  fits if the tensors fit in the GPU's usable memory
+  (:attr:`~course_lib.numbers.memory.GPU.usable`). If not, :func:`cheapest_change`
+  tries, in order, a higher ZeRO stage, checkpointing, more tensor parallelism inside
+  the node, more pipeline stages and more nodes, and names the first that fits.
 * **Time per step**: compute ``6 N T / (G * peak * MFU)`` for ``T`` tokens per step on
   ``G`` GPUs (chapter 10's :func:`~course_lib.hardware.roofline.training_flops`), plus
   ``2 N T`` when checkpointing recomputes the forward pass, plus attention's score and
@@ -183,12 +186,21 @@ REDUCE_BYTES = 4
 
 def _saved_per_layer(s: Setup) -> float:
     """Bytes one layer saves for backward per micro-batch on one GPU (chapter 2's estimate,
-    split by tensor parallelism)."""
+    split by tensor parallelism: all of it with sequence parallelism, else all but the
+    norms' and dropout's)."""
     e = memory.PRECISIONS[s.precision].activation_bytes
     # Context parallelism: s / c positions, whose queries score all s keys (s^2 / c).
-    return memory.activation_bytes_per_layer(
-        s.seq_len, s.micro_batch, s.hidden, s.heads, e, 1, s.dropout,
-        not s.flash_attention) / s.tp / s.cp
+    return memory.activation_bytes_per_tp_rank(
+        s.seq_len, s.micro_batch, s.hidden, s.heads, s.tp, s.sequence_parallel, e, 1,
+        s.dropout, not s.flash_attention) / s.cp
+
+
+def _kept_per_layer(s: Setup) -> float:
+    """Bytes a checkpointed layer keeps per micro-batch on one GPU: its input, split by
+    tensor parallelism only with sequence parallelism."""
+    e = memory.PRECISIONS[s.precision].activation_bytes
+    return (s.seq_len * s.micro_batch * s.hidden * e / (s.tp if s.sequence_parallel else 1)
+            / s.cp)
 
 
 def fsdp_buffers(s: Setup) -> float:
@@ -236,12 +248,10 @@ def memory_per_gpu(s: Setup) -> Memory:
     host = 0.0
     if s.offload:
         host, optimizer = optimizer, 0.0
-    e = memory.PRECISIONS[s.precision].activation_bytes
     per_layer = _saved_per_layer(s)
     held = in_flight(s)
     if s.checkpointing:
-        kept = s.seq_len * s.micro_batch * s.hidden * e / s.tp / s.cp
-        activations = held * s.edge_layers * kept + per_layer
+        activations = held * s.edge_layers * _kept_per_layer(s) + per_layer
     else:
         activations = held * s.edge_layers * per_layer
     if s.pp == 1:

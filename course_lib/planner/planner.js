@@ -328,7 +328,8 @@
       dropout: v.dropout, global_batch: batch, tokens: v.tokens, mfu: v.mfu,
       hbm: hbm, tp_overlap: v.tp_overlap, virtual_stages: stages[2],
       edge_layers: stages[0], middle_layers: stages[1], kv_heads: kvHeads,
-      experts: experts, top_k: topK, expert_params: expertParams, cp: cp, ep: ep
+      experts: experts, top_k: topK, expert_params: expertParams, cp: cp, ep: ep,
+      sequence_parallel: v.sequence_parallel
     };
   }
 
@@ -467,6 +468,14 @@
       (attentionScores ? a * s * s * b * (e + (dropout ? 1 : 0) * (e + d)) : 0);
   }
 
+  /** memory.activation_bytes_per_tp_rank: norms' inputs and masks whole without SP. */
+  function activationBytesPerTpRank(s, b, h, a, t, sp, e, maskBytes, dropout, scores) {
+    var total = activationBytesPerLayer(s, b, h, a, e, maskBytes, dropout, scores);
+    if (sp || t === 1) return total / t;
+    var whole = s * b * h * (4 * e + (dropout ? 2 * maskBytes : 0));
+    return whole + (total - whole) / t;
+  }
+
   function theoreticalBubble(stages, microBatches, virtual) {
     return (stages - 1) / (virtual * microBatches + stages - 1);
   }
@@ -503,8 +512,8 @@
 
   function savedPerLayer(s, T) {
     var e = T.precisions[s.precision].activation_bytes;
-    return activationBytesPerLayer(s.seq_len, s.micro_batch, s.hidden, s.heads,
-      e, 1, s.dropout, !s.flash_attention) / s.tp / s.cp;
+    return activationBytesPerTpRank(s.seq_len, s.micro_batch, s.hidden, s.heads, s.tp,
+      s.sequence_parallel, e, 1, s.dropout, !s.flash_attention) / s.cp;
   }
 
   function inFlight(s) {
@@ -546,7 +555,8 @@
     var held = inFlight(s);
     var activations;
     if (s.checkpointing) {
-      var kept = s.seq_len * s.micro_batch * s.hidden * e / s.tp / s.cp;
+      var kept = s.seq_len * s.micro_batch * s.hidden * e /
+        (s.sequence_parallel ? s.tp : 1) / s.cp;
       activations = held * s.edge_layers * kept + perLayer;
     } else {
       activations = held * s.edge_layers * perLayer;
@@ -845,8 +855,9 @@
       "nodes", "node_link", "node_alpha_us", "node_beta_gbs", "network_link",
       "net_alpha_us", "net_beta_gbs"]],
     ["plan_heading_strategy", ["precision", "optimizer", "zero", "shard", "offload",
-      "tp", "tp_overlap", "cp", "pp", "virtual_stages", "edge_layers", "ep",
-      "micro_batches", "checkpointing", "flash_attention", "dropout", "mfu"]]
+      "tp", "tp_overlap", "sequence_parallel", "cp", "pp", "virtual_stages",
+      "edge_layers", "ep", "micro_batches", "checkpointing", "flash_attention", "dropout",
+      "mfu"]]
   ];
   // Inputs a new model or GPU choice resets to the preset's or datasheet's values.
   var FROM_MODEL = ["params", "layers", "hidden", "heads", "kv_heads", "vocab",
@@ -1117,6 +1128,8 @@
     var d = function (x) { return self.dec(x, 0); };
     this.q("layout").textContent = this.t(s.cp > 1 ? "plan_layout_cp" : "plan_layout",
       { gpus: d(s.gpus), tp: s.tp, cp: s.cp, pp: s.pp, dp: d(s.dp),
+        sp: s.tp > 1 ? " (" + this.t(s.sequence_parallel ? "plan_sp_on" : "plan_sp_off") +
+          ")" : "",
         micro: d(s.micro_batches), micro_batch: d(s.micro_batch) });
     var traffic = trafficLines(r, s, time, function (key, values) {
       return self.t(key, values);

@@ -111,6 +111,15 @@ def _traffic(result: PlanResult) -> list[str]:
     return lines
 
 
+def _sp(result: PlanResult) -> str:
+    """Whether tensor parallelism runs with sequence parallelism, in brackets; "" at t 1."""
+    s = result.setup
+    if s.tp == 1:
+        return ""
+    key = "plan_sp_on" if s.sequence_parallel else "plan_sp_off"
+    return f" ({texts.text(key, result.language)})"
+
+
 def sentences(result: PlanResult) -> list[str]:
     """The verdict, the cheapest change, the layout, context and expert parallelism's
     traffic (where used), the bubble, the run and its MFU, as lines.
@@ -125,7 +134,7 @@ def sentences(result: PlanResult) -> list[str]:
     return [
         *_verdict(result),
         texts.text("plan_layout_cp" if s.cp > 1 else "plan_layout", lang,
-                   gpus=group(s.gpus), tp=s.tp, cp=s.cp, pp=s.pp,
+                   gpus=group(s.gpus), tp=s.tp, cp=s.cp, pp=s.pp, sp=_sp(result),
                    dp=group(s.dp), micro=group(s.micro_batches),
                    micro_batch=group(s.micro_batch)),
         *_traffic(result),

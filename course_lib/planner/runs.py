@@ -5,9 +5,9 @@ Chapters 2, 9, 10, 11 and 12 show the planner against them
 module is the data). :data:`RUNS` holds each run's source (a key of
 ``book/references.bib``), where in the source its number stands, the planner inputs that
 express its setting (model shape, GPUs, layout, batch, sequence length, precision,
-ZeRO/FSDP stage, checkpointing, context and expert parallelism) and the one figure it
-reports: whether it fits, memory per GPU, TFLOP/s or tokens/s per GPU, or days to
-train. No published figure is an input of its own row. ``verified`` says how each
+ZeRO/FSDP stage, checkpointing, sequence, context and expert parallelism) and the one
+figure it reports: whether it fits, memory per GPU, TFLOP/s or tokens/s per GPU, or
+days to train. No published figure is an input of its own row. ``verified`` says how each
 number was read, and which inputs, if any, the source does not state; ``note`` why the
 planner misses it, where that can be told.
 """
@@ -52,10 +52,13 @@ class Run:
     decidable: bool = True
 
 
+_NO_SP = ("no sequence parallelism: it came later (Korthikanti et al. 2022), so the "
+          "norms' and dropout's activations are whole on every tensor-parallel GPU")
 _MEGATRON_TEXT = ("read from Table 1 of the paper's text (a markdown conversion of the "
-                  "arXiv PDF); the abstract's 3,072 GPUs and 52 % agree")
-_TABLE2_TEXT = ("read from Table 2 of the paper's text (a markdown conversion of the "
+                  f"arXiv PDF); the abstract's 3,072 GPUs and 52 % agree; {_NO_SP}")
+_TABLE2_READ = ("read from Table 2 of the paper's text (a markdown conversion of the "
                 "arXiv PDF)")
+_TABLE2_TEXT = f"{_TABLE2_READ}; {_NO_SP}"
 _PTDP = ("t = 8 inside the node (the paper's rule, as in Table 1) splits the published "
          "model-parallel size")
 _FOUNDRY = ("read from scripts/train/benchmarking/README.md (llm-foundry, commit "
@@ -103,11 +106,13 @@ def _megatron(params: float, heads: int, hidden: int, layers: int, t: int, p: in
     """A GPT of Megatron-LM's tables on Selene's A100 80GB (vocabulary 51,200, 2,048
     tokens, mixed precision, full recomputation; Megatron-LM's dropout of 0.1 and its
     fused softmax, which keeps the attention probabilities: FlashAttention came in
-    2022)."""
+    2022; tensor parallelism without sequence parallelism, which Korthikanti et al.
+    introduced in 2022)."""
     return dict(model="custom", params=params, layers=layers, hidden=hidden, heads=heads,
                 vocab=51200, seq_len=2048, precision="fp16-mixed", gpu="a100-80",
                 network_link="ib-hdr", nodes=gpus // 8, tp=t, pp=p, global_batch=batch,
-                checkpointing=True, flash_attention=False, dropout=True, **more)
+                checkpointing=True, flash_attention=False, dropout=True,
+                sequence_parallel=False, **more)
 
 
 _T1 = ((1.7e9, 24, 2304, 24, 1, 1, 32, 512, 137),
@@ -135,7 +140,7 @@ def _table2(scheme: str, shape: tuple[float, int, int, int], gpus: int, batch: i
                            micro_batches=batch // (gpus * micro))
         first = gpus in (384, 640)  # the fewest GPUs of each model's rows
         return Run(f"Megatron ZeRO-3 {size}, {gpus} GPUs", "narayanan2021megatron",
-                   "Table 2", inputs, "tflops", tflops, _TABLE2_TEXT, "megatron",
+                   "Table 2", inputs, "tflops", tflops, _TABLE2_READ, "megatron",
                    _ZERO3_FIRST if first else _ZERO3_NOTE, _DEEPSPEED_MEMORY)
     pp = 12 if params < 2e11 else 35
     inputs = _megatron(params, heads, hidden, layers, 8, pp, gpus, batch)
@@ -233,7 +238,7 @@ RUNS: tuple[Run, ...] = (
     _table2("PTD-P", _GPT530, 2240, 2240, 1, 159),
     Run("Megatron ZeRO-3 530B, 560 GPUs, micro-batch 4", "narayanan2021megatron",
         "Table 2, caption", _megatron(*_GPT530, 1, 1, 560, 2240, zero=3, micro_batches=1),
-        "fits", False, f"{_TABLE2_TEXT}: 'did not fit on 560 GPUs'",
+        "fits", False, f"{_TABLE2_READ}: 'did not fit on 560 GPUs'",
         memory_note=_DEEPSPEED_MEMORY, decidable=False),
     Run("Llama 3 405B, 8,192 H100", "dubey2024llama3", "Table 4, row 1",
         dict(_LLAMA3_405B, nodes=1024, micro_batches=32), "tflops", 430, _LLAMA3_TEXT,
@@ -255,11 +260,11 @@ RUNS: tuple[Run, ...] = (
         dict(model="custom", params=176e9, layers=70, hidden=14336, heads=112,
              vocab=250880, seq_len=2048, precision="bf16-mixed", gpu="a100-80",
              network_link="ib-hdr", nodes=48, tp=4, pp=12, zero=1, global_batch=2048,
-             micro_batches=128, checkpointing=True, flash_attention=False), "tflops",
-        150,
+             micro_batches=128, checkpointing=True, flash_attention=False,
+             sequence_parallel=False), "tflops", 150,
         "'About 150 TFLOP per GPU per second' read from the model card; layout, batch "
-        "and shape from train/tr11-176B-ml/tr11-176B-ml.slurm; Omni-Path taken as "
-        "InfiniBand HDR", "megatron",
+        "and shape from train/tr11-176B-ml/tr11-176B-ml.slurm (no --sequence-parallel "
+        "among its flags); Omni-Path taken as InfiniBand HDR", "megatron",
         "the embedding and head (250,880 x 14,336) counted as pipeline stages of their "
         "own in the run; the planner's stages are equal"),
     Run("DeepSeek-V3, 2,048 H800, per trillion tokens", "deepseek2024v3",

@@ -55,6 +55,7 @@ _WORDS_EN: dict[str, str] = {
     "plan_what_offload": "CPU offload",
     "plan_what_tp": "tensor-parallel degree",
     "plan_what_tp_overlap": "share of tensor parallelism's communication hidden",
+    "plan_what_sequence_parallel": "sequence parallelism",
     "plan_what_cp": "context-parallel degree",
     "plan_what_pp": "pipeline-parallel degree",
     "plan_what_virtual_stages": "number of virtual stages",
@@ -93,6 +94,7 @@ _WORDS_EN: dict[str, str] = {
     "plan_label_offload": "CPU offload",
     "plan_label_tp": "Tensor parallel",
     "plan_label_tp_overlap": "TP comm. hidden (0-1)",
+    "plan_label_sequence_parallel": "Sequence parallel (with TP)",
     "plan_label_cp": "Context parallel",
     "plan_label_pp": "Pipeline stages",
     "plan_label_virtual_stages": "Virtual stages",
@@ -154,13 +156,15 @@ _WORDS_EN: dict[str, str] = {
     "plan_seconds": "seconds",
     "plan_share": "share",
     "plan_layout": (
-        "{gpus} GPUs = tensor {tp} x pipeline {pp} x data {dp}; {micro} micro-batches "
-        "of {micro_batch} sequence(s) per replica and step"
-    ),
-    "plan_layout_cp": (
-        "{gpus} GPUs = tensor {tp} x context {cp} x pipeline {pp} x data {dp}; {micro} "
+        "{gpus} GPUs = tensor {tp}{sp} x pipeline {pp} x data {dp}; {micro} "
         "micro-batches of {micro_batch} sequence(s) per replica and step"
     ),
+    "plan_layout_cp": (
+        "{gpus} GPUs = tensor {tp}{sp} x context {cp} x pipeline {pp} x data {dp}; "
+        "{micro} micro-batches of {micro_batch} sequence(s) per replica and step"
+    ),
+    "plan_sp_on": "sequence parallel",
+    "plan_sp_off": "without sequence parallelism",
     "plan_bubble": "bubble (p - 1) / (m + p - 1) = {share} with p = {pp}, m = {micro}",
     "plan_cp_traffic": (
         "context parallelism over {cp} GPUs: per layer and micro-batch each sends "
@@ -227,6 +231,7 @@ _WORDS_NL: dict[str, str] = {
     "plan_what_tp_overlap": (
         "het verborgen deel van de communicatie van het tensorparallellisme"
     ),
+    "plan_what_sequence_parallel": "het sequentieparallellisme",
     "plan_what_cp": "de context-parallelle graad",
     "plan_what_pp": "de pipeline-parallelle graad",
     "plan_what_virtual_stages": "het aantal virtuele stages",
@@ -266,6 +271,7 @@ _WORDS_NL: dict[str, str] = {
     "plan_label_offload": "CPU-offload",
     "plan_label_tp": "Tensorparallel",
     "plan_label_tp_overlap": "Verborgen TP-comm. (0-1)",
+    "plan_label_sequence_parallel": "Sequentieparallel (met TP)",
     "plan_label_cp": "Contextparallel",
     "plan_label_pp": "Pipelinestages",
     "plan_label_virtual_stages": "Virtuele stages",
@@ -331,13 +337,15 @@ _WORDS_NL: dict[str, str] = {
     "plan_seconds": "seconden",
     "plan_share": "aandeel",
     "plan_layout": (
-        "{gpus} GPU's = tensor {tp} x pipeline {pp} x data {dp}; {micro} micro-batches "
-        "van {micro_batch} sequentie(s) per replica en stap"
+        "{gpus} GPU's = tensor {tp}{sp} x pipeline {pp} x data {dp}; {micro} "
+        "micro-batches van {micro_batch} sequentie(s) per replica en stap"
     ),
     "plan_layout_cp": (
-        "{gpus} GPU's = tensor {tp} x context {cp} x pipeline {pp} x data {dp}; "
+        "{gpus} GPU's = tensor {tp}{sp} x context {cp} x pipeline {pp} x data {dp}; "
         "{micro} micro-batches van {micro_batch} sequentie(s) per replica en stap"
     ),
+    "plan_sp_on": "sequentieparallel",
+    "plan_sp_off": "zonder sequentieparallellisme",
     "plan_bubble": "bubbel (p - 1) / (m + p - 1) = {share} met p = {pp}, m = {micro}",
     "plan_cp_traffic": (
         "contextparallellisme over {cp} GPU's: per laag en micro-batch stuurt elke "
