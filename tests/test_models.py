@@ -264,6 +264,32 @@ def test_perplexity_does_not_depend_on_batching_or_mode(trained_gpt2, tokenizer)
         model.eval()
 
 
+class _AllLogits(torch.nn.Module):
+    """The same model with a forward that takes no ``logits_to_keep``: every position's logits."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model, self.config = model, model.config
+
+    def forward(self, input_ids):
+        return self.model(input_ids=input_ids)
+
+
+def test_overlapping_windows_keep_only_the_scored_logits_and_change_nothing(trained_gpt2,
+                                                                            tokenizer):
+    """perplexity() asks a transformers model for the scored positions' logits only
+    (logits_to_keep); a model without that argument computes them all: the same value."""
+    model = trained_gpt2.model
+    stories = data.load_corpus("course", "test")[:40]
+    for window, stride in ((32, 16), (17, 11), (32, 32)):
+        kept = evaluation.perplexity(model, tokenizer, texts=stories, window=window,
+                                     stride=stride, batch_size=8)
+        whole = evaluation.perplexity(_AllLogits(model), tokenizer, texts=stories,
+                                      window=window, stride=stride, batch_size=8)
+        assert kept.n_tokens == whole.n_tokens
+        assert kept.perplexity == pytest.approx(whole.perplexity, rel=1e-9), (window, stride)
+
+
 def test_perplexity_bad_input(trained_gpt2, tokenizer):
     model = trained_gpt2.model
     with pytest.raises(ValueError, match=r"has \d+ tokens, fewer than one window of 32 tokens"):

@@ -217,15 +217,19 @@ def unpack_bits(packed: torch.Tensor, bits: int, n: int) -> torch.Tensor:
     if packed.numel() != _packed_size(n, bits):
         raise ValueError(f"{packed.numel()} bytes cannot hold exactly {n} codes of {bits} bits "
                          f"({_packed_size(n, bits)} bytes expected)")
-    data = packed.reshape(-1).to(torch.int32)
+    data = packed.reshape(-1).to(torch.uint8)  # the same low 8 bits of every byte
     if bits == 8:
-        return data[:n].to(torch.uint8)
-    if 8 % bits == 0:
-        per = 8 // bits
-        shifts = torch.arange(per, dtype=torch.int32, device=data.device) * bits
-        return ((data[:, None] >> shifts) & ((1 << bits) - 1)).reshape(-1)[:n].to(torch.uint8)
-    stream = ((data[:, None] >> torch.arange(8, dtype=torch.int32, device=data.device)) & 1).reshape(-1)[: n * bits]
-    return (stream.reshape(n, bits) << torch.arange(bits, dtype=torch.int32, device=data.device)).sum(1).to(torch.uint8)
+        return data[:n].clone()
+    mask = (1 << bits) - 1
+    if 8 % bits == 0:  # 1, 2 or 4 bits: whole codes per byte, shifted out of each byte
+        shifts = torch.arange(0, 8, bits, dtype=torch.uint8, device=data.device)
+        return ((data[:, None] >> shifts) & mask).reshape(-1)[:n]
+    # Otherwise `bits` bytes hold 8 codes: one integer (least significant byte first).
+    word_dtype = torch.int32 if bits <= 3 else torch.int64
+    grouped = torch.nn.functional.pad(data, (0, (-data.numel()) % bits)).reshape(-1, bits).to(word_dtype)
+    word = sum(grouped[:, j] << (8 * j) for j in range(bits))  # disjoint bits: sum = or
+    shifts = torch.arange(0, 8 * bits, bits, dtype=word_dtype, device=data.device)
+    return ((word[:, None] >> shifts) & mask).reshape(-1)[:n].to(torch.uint8)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ each window has no context and is not scored.
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -141,15 +142,23 @@ def perplexity(
     groups: dict[int, list[tuple[int, int, int]]] = {}
     for span in spans:
         groups.setdefault(span[1] - span[0], []).append(span)
+    # With overlapping windows only the last positions of most windows are scored: a model that
+    # takes transformers' logits_to_keep computes the output layer for those positions alone.
+    keeps = "logits_to_keep" in inspect.signature(model.forward).parameters
     for length, group in groups.items():
         for i in range(0, len(group), batch_size):
             chunk = group[i:i + batch_size]
             ids = torch.stack([stream[b:e] for b, e, _ in chunk]).to(device)
-            logits = model(input_ids=ids).logits.float()
-            logp = torch.log_softmax(logits[:, :-1], dim=-1)
-            nll = -logp.gather(-1, ids[:, 1:, None]).squeeze(-1)  # predicts positions 1..L-1
+            skip = min(first - b - 1 for b, _, first in chunk) if keeps else 0  # unscored
+            extra = {"logits_to_keep": length - skip} if skip else {}
+            logits = model(input_ids=ids, **extra).logits.float()
+            # log_softmax over the whole (contiguous) logits, then the slice: the same values,
+            # faster than over the strided slice
+            logp = torch.log_softmax(logits, dim=-1)[:, :-1]
+            # logits at positions skip..L-2 predict the tokens at skip+1..L-1
+            nll = -logp.gather(-1, ids[:, skip + 1:, None]).squeeze(-1)
             for row, (b, _, first) in enumerate(chunk):
-                scored = nll[row, first - b - 1:]
+                scored = nll[row, first - b - 1 - skip:]
                 total += float(scored.double().sum())
                 count += scored.numel()
     if was_training:
