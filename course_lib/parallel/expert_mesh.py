@@ -46,7 +46,8 @@ from course_lib.parallel import context_memory, ddp, launch
 from course_lib.parallel.context_parallel import add_check_arguments, finish_check
 from course_lib.numbers import memory
 from course_lib.parallel.experts import (EPTraffic, add_layer_arguments, check_moe,
-                                         expert_parallel_moe, max_gap, seeded_layer)
+                                         expert_parallel_moe, gaps_to_one_process,
+                                         rank_copies, seeded_layer)
 
 __all__ = ["WORKERS", "EPMeshCheck", "check_ep_mesh", "check_flags", "check_runs",
            "ep_mesh_check", "launch_ep_mesh_check", "main", "run_many"]
@@ -135,10 +136,8 @@ def ep_mesh_check(dp: int = 2, tokens: int = 16, hidden: int = 8, ffn: int = 16,
     dp_rank, ep_rank, local = mesh.get_local_rank("dp"), mesh.get_local_rank("ep"), experts // ep
     part, mine = slice(rank * tokens, (rank + 1) * tokens), slice(ep_rank * local,
                                                                  (ep_rank + 1) * local)
-    x_mine = x[part].clone().requires_grad_()
-    router = layer.router.detach().clone().requires_grad_()
-    w_in = layer.w_in.detach()[mine].clone().requires_grad_()
-    w_out = layer.w_out.detach()[mine].clone().requires_grad_()
+    copies = rank_copies(layer, x, part, mine)
+    x_mine, router, w_in, w_out = copies
     traffic = EPTraffic()
     y, aux = expert_parallel_moe(x_mine, router, w_in, w_out, k, capacity_factor, layer.bias,
                                  group=ep_group, traffic=traffic)
@@ -146,12 +145,7 @@ def ep_mesh_check(dp: int = 2, tokens: int = 16, hidden: int = 8, ffn: int = 16,
     for grad in (w_in.grad, w_out.grad):
         dist.all_reduce(grad, group=dp_group)  # the other replicas' tokens, same experts
     dist.all_reduce(router.grad)  # every rank's tokens used the router
-    gaps = {"output": max_gap(y, single.output[part]),
-            "aux loss": max_gap(aux, single.aux_loss[rank]),
-            "grad x": max_gap(x_mine.grad, x_all.grad[part]),
-            "grad router": max_gap(router.grad, layer.router.grad),
-            "grad w_in": max_gap(w_in.grad, layer.w_in.grad[mine]),
-            "grad w_out": max_gap(w_out.grad, layer.w_out.grad[mine])}
+    gaps = gaps_to_one_process(single, layer, x_all, part, mine, rank, y, aux, copies)
     return EPMeshCheck(rank, dp, ep, dp_rank, ep_rank,
                        tuple(dist.get_process_group_ranks(dp_group)),
                        tuple(dist.get_process_group_ranks(ep_group)),

@@ -47,7 +47,7 @@ from course_lib.parallel.context_parallel import (add_check_arguments, finish_ch
                                                   load_imbalance)
 
 __all__ = ["AllToAll", "EPCheck", "EPTraffic", "MixtureOfExperts", "MoEOutput", "NodeTraffic",
-           "add_layer_arguments", "max_gap", "seeded_layer",
+           "add_layer_arguments", "gaps_to_one_process", "rank_copies", "seeded_layer",
            "check_moe", "ep_moe_check", "expert_capacity", "expert_ffn", "expert_parallel_moe",
            "keep_within_capacity", "launch_ep_check", "load_balancing_loss", "main",
            "node_traffic", "route", "run_many", "split_sizes"]
@@ -368,12 +368,34 @@ def seeded_layer(device: torch.device, tokens: int, hidden: int, ffn: int, exper
     return layer, x, w
 
 
-def max_gap(a: torch.Tensor, b: torch.Tensor) -> float:
-    """The largest absolute difference of two tensors (a rank's and one process's).
+def rank_copies(layer: MixtureOfExperts, x: torch.Tensor, part: slice,
+                mine: slice) -> tuple[torch.Tensor, ...]:
+    """This rank's tokens (``x[part]``), the router and its experts (``mine``), copied from
+    one process's layer as leaves of their own, whose gradients this rank computes.
 
     Chapter 12, *Long sequences and many experts*.
     """
-    return float((a.detach() - b.detach()).abs().max())
+    return tuple(t.detach()[s].clone().requires_grad_() for t, s in
+                 ((x, part), (layer.router, slice(None)), (layer.w_in, mine),
+                  (layer.w_out, mine)))
+
+
+def gaps_to_one_process(single: MoEOutput, layer: MixtureOfExperts, x_all: torch.Tensor,
+                        part: slice, mine: slice, rank: int, y: torch.Tensor,
+                        aux: torch.Tensor, copies: Sequence[torch.Tensor]) -> dict[str, float]:
+    """The largest absolute difference of this rank's output, auxiliary loss and gradients
+    (of its :func:`rank_copies`) from one process's (``single``, on ``x_all``, with
+    ``layer``).
+
+    Chapter 12, *Long sequences and many experts*.
+    """
+    x_mine, router, w_in, w_out = copies
+    pairs = {"output": (y, single.output[part]), "aux loss": (aux, single.aux_loss[rank]),
+             "grad x": (x_mine.grad, x_all.grad[part]),
+             "grad router": (router.grad, layer.router.grad),
+             "grad w_in": (w_in.grad, layer.w_in.grad[mine]),
+             "grad w_out": (w_out.grad, layer.w_out.grad[mine])}
+    return {name: float((a.detach() - b.detach()).abs().max()) for name, (a, b) in pairs.items()}
 
 
 def ep_moe_check(tokens: int = 16, hidden: int = 8, ffn: int = 16, experts: int = 4, k: int = 2,
@@ -401,21 +423,14 @@ def ep_moe_check(tokens: int = 16, hidden: int = 8, ffn: int = 16, experts: int 
     ((single.output * w).sum() + aux_weight * single.aux_loss.mean()).backward()
     part, local = slice(rank * tokens, (rank + 1) * tokens), experts // ep
     mine = slice(rank * local, (rank + 1) * local)
-    x_mine = x[part].clone().requires_grad_()
-    router = layer.router.detach().clone().requires_grad_()
-    w_in = layer.w_in.detach()[mine].clone().requires_grad_()
-    w_out = layer.w_out.detach()[mine].clone().requires_grad_()
+    copies = rank_copies(layer, x, part, mine)
+    x_mine, router, w_in, w_out = copies
     traffic = EPTraffic()
     y, aux = expert_parallel_moe(x_mine, router, w_in, w_out, k, capacity_factor, layer.bias,
                                  nodes, node_limit, traffic=traffic)
     ((y * w[part]).sum() + aux_weight * aux / ep).backward()
     dist.all_reduce(router.grad)  # each rank's tokens gave a part of it
-    gaps = {"output": max_gap(y, single.output[part]),
-            "aux loss": max_gap(aux, single.aux_loss[rank]),
-            "grad x": max_gap(x_mine.grad, x_all.grad[part]),
-            "grad router": max_gap(router.grad, layer.router.grad),
-            "grad w_in": max_gap(w_in.grad, layer.w_in.grad[mine]),
-            "grad w_out": max_gap(w_out.grad, layer.w_out.grad[mine])}
+    gaps = gaps_to_one_process(single, layer, x_all, part, mine, rank, y, aux, copies)
     dropped = int((~single.kept[part]).sum())
     return EPCheck(rank, ep, gaps, traffic, dropped, tokens * k * hidden * x.element_size())
 
