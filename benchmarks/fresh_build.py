@@ -3,7 +3,8 @@
 Clones this repository's HEAD into a temporary folder, points ``COURSE_LIB_CACHE`` at an empty
 folder (as ``.ci/run`` does: nothing trained before helps), runs ``bash scripts/build.sh`` and then
 ``bash scripts/test.sh``, and prints three tables: the build's phases (from its ``==> phase`` lines:
-install, npm, prepare, book), each notebook's execution inside the book build (myst-nb's own
+install, npm, prepare, book; wall and processor seconds, and the cores they kept busy on
+average, which says where running things side by side could help), each notebook's execution inside the book build (myst-nb's own
 "Executed notebook in" lines), and the tests by file (pytest's JUnit XML, summed per file),
 slowest first. Goals (issue 41): build at most 10 minutes, tests at most 10, both at most 20, on a
 quiet 2-core machine. Exit status 1 when a command fails or a goal is missed.
@@ -18,6 +19,7 @@ import argparse
 import collections
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -30,8 +32,19 @@ from course_lib.base.tables import Table
 
 ROOT = Path(__file__).resolve().parent.parent
 GOALS = {"build": 600, "tests": 600, "both": 1200}  # seconds
-PHASE = re.compile(r"^==> phase (\w+): (\d+) s$", re.MULTILINE)
+PHASE = re.compile(r"^==> phase (\w+): (\d+) s, CPU (\d+) s$", re.MULTILINE)
 EXECUTED = re.compile(r"notebooks/(\S+)\.ipynb: Executed notebook in ([\d.]+) seconds")
+
+
+def cpu_seconds() -> float:
+    """Processor seconds (user and system) of this process's finished children so far."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def busy(cpu: float, wall: float) -> str:
+    """The cores kept busy on average: processor seconds over wall seconds."""
+    return f"{cpu / wall:.2f}" if wall else "-"
 
 
 def run(command: list[str], cwd: Path, env: dict[str, str], log: Path) -> tuple[int, float, str]:
@@ -75,11 +88,20 @@ def main(argv: list[str] | None = None) -> int:
         built, build_s, build_log = run(["bash", "scripts/build.sh"], clone, env,
                                         work / "build.log")
         junit = work / "tests.xml"
+        cpu_before = cpu_seconds()
         tested, test_s, _ = (run(["bash", "scripts/test.sh", f"--junitxml={junit}", "-q"],
                                  clone, env, work / "test.log") if built == 0 else (1, 0.0, ""))
-        phases = [[name, int(s)] for name, s in PHASE.findall(build_log)]
-        print(Table(["build phase", "seconds"], phases + [["build.sh in all", round(build_s)]],
-                    title="scripts/build.sh on a fresh clone, empty model cache"))
+        test_cpu = cpu_seconds() - cpu_before
+        phases = [[name, int(s), int(c), busy(int(c), int(s))]
+                  for name, s, c in PHASE.findall(build_log)]
+        build_cpu = sum(row[2] for row in phases)
+        print(Table(["phase", "seconds", "CPU seconds", "cores busy"],
+                    phases + [["build.sh in all", round(build_s), build_cpu,
+                               busy(build_cpu, build_s)],
+                              ["test.sh", round(test_s), round(test_cpu),
+                               busy(test_cpu, test_s)]],
+                    title=f"scripts/build.sh and test.sh on a fresh clone, empty model cache, "
+                          f"{os.cpu_count()} cores"))
         notebooks = sorted(((n, float(s)) for n, s in EXECUTED.findall(build_log)),
                            key=lambda r: -r[1])
         print(Table(["notebook", "seconds"], [[n, f"{s:.1f}"] for n, s in notebooks]

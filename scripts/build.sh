@@ -4,9 +4,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Each phase ends with a line "==> phase NAME: N s" (benchmarks/fresh_build.py reads them).
+# Each phase ends with a line "==> phase NAME: N s, CPU M s" (benchmarks/fresh_build.py reads
+# them): M is the processor time its commands took, all cores together (bash's `times`).
 started=$SECONDS
-took() { echo "==> phase $1: $((SECONDS - started)) s"; started=$SECONDS; }
+times_file=$(mktemp)
+trap 'rm -f "$times_file"' EXIT
+# `times` runs in this shell (a $(...) subshell would see none of its children's time).
+cpu_seconds() { awk -F'[ms ]+' 'NR == 2 { print int($1 * 60 + $2 + $3 * 60 + $4) }' "$times_file"; }
+times > "$times_file"; cpu_started=$(cpu_seconds)
+took() {
+  times > "$times_file"
+  local now; now=$(cpu_seconds)
+  echo "==> phase $1: $((SECONDS - started)) s, CPU $((now - cpu_started)) s"
+  started=$SECONDS; cpu_started=$now
+}
 
 bash scripts/setup.sh
 took install

@@ -6,6 +6,10 @@
 # The notebooks the book build just executed stand for nbval's run while they are fresh (no notebook,
 # library file or package changed since: tools/executed.py, tests/test_executed.py), so that no
 # notebook is executed twice; COURSE_NBVAL=execute has nbval execute them again anyway.
+# The tests run on two workers (pytest-xdist), each taking a whole test file or notebook at a
+# time, so that a module's fixtures are built once and a notebook's cells run in order; one
+# test process uses about one core (rank launches, browsers and kernels wait on each other).
+# COURSE_TEST_WORKERS=1 runs them in this process, one after another.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,4 +22,9 @@ export PYTHONHASHSEED=0
 if [ "${COURSE_NBVAL:-}" != "execute" ] && .venv/bin/python tools/executed.py --fresh; then
   export COURSE_NBVAL=executed  # tests/conftest.py deselects nbval's items
 fi
-exec .venv/bin/python -m pytest "$@"
+workers=${COURSE_TEST_WORKERS:-2}
+parallel=()
+if [ "$workers" != 1 ]; then
+  parallel=(-n "$workers" --dist loadfile)
+fi
+exec .venv/bin/python -m pytest ${parallel[@]+"${parallel[@]}"} "$@"

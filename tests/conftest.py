@@ -102,14 +102,22 @@ def schedule_order(stages: int, micro_batches: int, kind: str) -> list[list[tupl
     return orders
 
 
+#: Test files that take minutes, started first when workers share the tests (``pytest -n``), so
+#: that no worker is left with one of them at the end while the other has nothing to do.
+LONGEST_FIRST = ("tests/test_wheel.py",)
+
+
 def pytest_collection_modifyitems(config, items):
     """Under ``scripts/test.sh`` with a fresh book build (``COURSE_NBVAL=executed``), nbval's items
     are deselected: ``tests/test_executed.py`` checks the notebooks the build executed instead
-    (see ``tools/executed.py``). Run anywhere else, nbval executes every notebook as usual."""
+    (see ``tools/executed.py``). Run anywhere else, nbval executes every notebook as usual.
+    With workers (pytest-xdist's ``-n``), the files of :data:`LONGEST_FIRST` go first."""
     import os
     import sys
     from pathlib import Path
 
+    if getattr(config.option, "numprocesses", None):
+        items.sort(key=lambda item: item.nodeid.split("::")[0] not in LONGEST_FIRST)
     if os.environ.get("COURSE_NBVAL") != "executed":
         return
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))

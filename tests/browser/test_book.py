@@ -514,6 +514,17 @@ CONTRAST_JS = r"""
 DARK_PAGES = ["intro", "notebooks/02_memory_wall", "notebooks/04_quantizing_pi",
               "notebooks/10_hardware", "notebooks/nl/kwantisatie"]
 
+#: Hides (keeping their place) the page's sticky and fixed parts outside the widgets.
+HIDE_STICKY_JS = """() => {
+  for (const el of document.querySelectorAll('body *')) {
+    const where = getComputedStyle(el).position;
+    if ((where === 'sticky' || where === 'fixed')
+        && !el.closest('article table, .course-plan, .course-bitx')) {
+      el.style.visibility = 'hidden';
+    }
+  }
+}"""
+
 
 @pytest.mark.parametrize("path", DARK_PAGES, ids=lambda p: p.split("/")[-1])
 def test_a_dark_os_gets_the_light_book_readable(browser, book_server, path):
@@ -539,6 +550,12 @@ def test_a_dark_os_gets_the_light_book_readable(browser, book_server, path):
             # Nothing offers the unreadable dark mode: the theme's switch is not shown.
             switches = page.locator(".theme-switch-button")
             assert all(not switches.nth(i).is_visible() for i in range(switches.count()))
+            # A widget taller than the window is shot in slices as the page scrolls; the sticky
+            # headers would land on it wherever the scroll stopped, which differs from one shot
+            # to the next on a busy machine: what is sticky or fixed is hidden for the shots.
+            page.evaluate(HIDE_STICKY_JS)
+            page.evaluate("document.fonts.ready.then(() => new Promise(done => "
+                          "requestAnimationFrame(() => requestAnimationFrame(done))))")
             widgets = page.locator("article table, .course-plan, .course-bitx")
             shots[scheme] = []
             for i in range(min(widgets.count(), 6)):
