@@ -78,8 +78,8 @@ PLANNER_GAPS = (
     "vocabulary): activations x2.4-6.3, Llama 3 8B's 128K-word vocabulary the most; the 'sp' "
     "rows measure Megatron's and torchtitan's whole plan (sequence parallelism, the loss on "
     "logits split by the vocabulary): x1.9-2.5, the SwiGLU and FP32-logit gap below",
-    "- GPT-2's and GPT-3's tied embedding and head stay whole under tensor parallelism (Llama's "
-    "are split by the vocabulary): GPT-3 states x2 at tp = 8",
+    "- GPT-2's and GPT-3's position embedding stays whole under tensor parallelism, as in "
+    "Megatron-LM (the tied embedding and head are split by the vocabulary, as Llama's)",
     "- activations: Llama's SwiGLU block and the loss's FP32 logits keep more than chapter 2's "
     "GPT-2 formula (x1.5-2); with checkpointing the planner keeps a layer's input and one "
     "recomputed layer, the measured run less",

@@ -2,8 +2,10 @@
 the private torch APIs it needs exist; bad input is refused before any work, one message each; one
 rank of a real-size Llama 2 7B stage (two blocks, short sequences: fast on fake tensors) holds 1/W of
 the parameters and AdamW's 8 bytes per parameter / W; chapter 2's estimator agrees where it should
-and a wrong estimator is caught; tensor parallelism halves a rank's block FLOPs; a measurement in a
-fresh process; and, marked slow, two real gloo ranks holding what the fake ranks say."""
+and a wrong estimator is caught; tensor parallelism halves a rank's block FLOPs and splits GPT's tied
+embedding and head by the vocabulary; a measurement in a fresh process; and, marked slow, two real
+gloo ranks holding what the fake ranks say, and GPT-2's split tied pair computing what one process
+computes."""
 
 from __future__ import annotations
 
@@ -203,6 +205,69 @@ def test_sequence_parallelism_equals_one_process_and_needs_the_positions(tmp_pat
     with pytest.raises(launch.LaunchError, match="must match the size of tensor"):
         launch.launch("sp_check:run", 2, {"positions": False}, backend="gloo",
                       timeout=120, echo=False)
+
+
+GPT2_TP_CHECK = """
+import copy, torch, torch.distributed as dist
+from torch.distributed.device_mesh import init_device_mesh
+from transformers import GPT2Config, GPT2LMHeadModel
+from course_lib.numbers import memory
+from course_lib.parallel import at_scale, launch
+
+
+def run(retie):
+    launch.init_worker("gloo")
+    torch.manual_seed(0)
+    config = GPT2Config(n_embd=64, n_layer=2, n_head=4, vocab_size=96, n_positions=32,
+                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    one = GPT2LMHeadModel(config).double()
+    split = copy.deepcopy(one)
+    arch = at_scale.Architecture("gpt2", memory.ModelShape(2, 64, 4, 96, 32))
+    at_scale._tensor_parallel(split, arch, init_device_mesh("cpu", (2,)))
+    if not retie:  # the pair split but not tied again: the head gets a weight of its own
+        split.lm_head.weight = torch.nn.Parameter(split.lm_head.weight.detach().clone())
+    batch = torch.randint(0, 96, (2, 16))
+    losses = [m(input_ids=batch, labels=batch).loss for m in (one, split)]
+    for loss in losses:
+        loss.backward()
+    a, b = one.transformer.wte.weight, split.transformer.wte.weight
+    tied = split.lm_head.weight is b
+    gap = ((a.grad - b.grad.full_tensor()).abs().max() / a.grad.abs().max()).item()
+    dist.destroy_process_group()
+    return tied, b.to_local().shape[0], abs(losses[0].item() - losses[1].item()), gap
+"""
+
+
+@pytest.mark.slow
+def test_gpt2s_tied_pair_split_by_the_vocabulary_equals_one_process(tmp_path, monkeypatch):
+    """GPT-2's embedding and head (one parameter) split by the vocabulary over the
+    tensor-parallel ranks, as Megatron-LM splits them, and tied again: the loss and the
+    tied weight's gradient (embedding's and head's summed) as one process's."""
+    from conftest import ranks_import_from
+
+    (tmp_path / "gpt2_tp_check.py").write_text(GPT2_TP_CHECK)
+    ranks_import_from(monkeypatch, tmp_path)
+    for tied, rows, loss_gap, gap in launch.launch("gpt2_tp_check:run", 2, {"retie": True},
+                                                    backend="gloo", timeout=120, echo=False):
+        assert tied and rows == 96 // 2
+        assert loss_gap < 1e-12 and gap < 1e-12
+    # left untied, the head's half of the gradient never reaches the embedding
+    for tied, _, _, gap in launch.launch("gpt2_tp_check:run", 2, {"retie": False},
+                                         backend="gloo", timeout=120, echo=False):
+        assert not tied and gap > 1e-3
+
+
+def test_gpt_tensor_parallel_splits_the_tied_pair_by_the_vocabulary():
+    """A GPT-3 rank of an 8 x 8 mesh holds 1/64 of every parameter but the position
+    embedding, which tensor parallelism leaves whole (as Megatron-LM does)."""
+    layout = Layout(64, "zero3", tp=8, layers=1, seq_len=128)
+    r = at_scale.measure_rank("gpt3-175b", layout, isolate=False)
+    h = 12288
+    positions = 2048 * h
+    expected = 4 * ((r.n_params - positions) / 64 + positions / 8)
+    assert r.shard_bytes == pytest.approx(expected, rel=1e-3)
+    # kept whole by tensor parallelism, the pair would add 4 * 50257 * h * (1/8 - 1/64) bytes
+    assert 4 * 50257 * h * (1 / 8 - 1 / 64) > 0.1 * expected
 
 
 # --- chapter 2's estimator next to the measurement ---------------------------------------------------

@@ -301,7 +301,8 @@ def _tensor_parallel(model: nn.Module, arch: Architecture, mesh: Any,
                      sequence: bool = False) -> None:
     """Megatron's split of every block over ``mesh`` (chapter 11): q, k, v and the MLP's first
     layers by columns, the output projections by rows; Llama's embedding and head by the
-    vocabulary (Megatron's and torchtitan's plan); norms and GPT-2's tied pair stay whole.
+    vocabulary (Megatron's and torchtitan's plan), GPT-2's tied pair too (one parameter, tied
+    again after the split); the norms stay whole.
 
     ``sequence``: sequence parallelism (torchtitan's plan): the embedding's output, the norms
     and the residual stream split along the sequence; each block all-gathers the sequence
@@ -316,7 +317,12 @@ def _tensor_parallel(model: nn.Module, arch: Architecture, mesh: Any,
                                                    parallelize_module)
 
     split = Shard(1) if sequence else Replicate()  # the residual stream's layout
-    if arch.kind != "gpt2":
+    if arch.kind == "gpt2":  # both split by the vocabulary (Shard(0)): the same layout
+        parallelize_module(model, mesh, {
+            "transformer.wte": RowwiseParallel(input_layouts=Replicate()),
+            "lm_head": ColwiseParallel(output_layouts=Replicate())})
+        model.lm_head.weight = model.transformer.wte.weight
+    else:
         root = {"model.embed_tokens": RowwiseParallel(input_layouts=Replicate(),
                                                       output_layouts=split),
                 "lm_head": ColwiseParallel(input_layouts=split, output_layouts=Shard(-1),

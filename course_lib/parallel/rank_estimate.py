@@ -83,7 +83,8 @@ def compare(results: Sequence[RankMemory], tolerance: float = 0.05,
     parameters measured, ``bf16-mixed`` or ``fp32``, Adam, the micro-batch and sequence, the
     data-parallel ranks as ``gpus``, the strategy's ZeRO stage, the stage's shape); pass another
     to check it. With tensor parallelism the estimate's model states are divided by ``tp`` too
-    (Megatron's split; GPT-2's tied embedding, kept whole here, makes the measurement higher).
+    (Megatron's split; GPT-2's position embedding, kept whole by it, makes the measurement
+    higher).
     :data:`GAPS` says why each category differs.
 
     Used by the library's other modules.
