@@ -33,7 +33,9 @@ KNOWN = (
     "beat the one calibrated efficiency; torchtitan's H100s ran at 500 W, below the "
     "datasheet's clocks; Megatron-LM's weak scaling rises in the planner, but less "
     "than in the paper; pipelines of unknown "
-    "interleaving are planned as plain 1F1B; memory leaves out buffers, fragmentation "
+    "interleaving are planned as plain 1F1B; torchtitan's selective activation "
+    "checkpointing is planned as none, so its Llama runs' memory comes out high; memory "
+    "leaves out buffers, fragmentation "
     "and temporaries at the peak, so a verdict within 10 % of the usable is too close "
     "to call; DeepSeek-V3's FP8 products, its DualPipe overlap of "
     "the all-to-alls and its node-limited FP8 dispatch are not modelled.")

@@ -22,6 +22,8 @@ _PLAN_FLAGS = (
     ("--heads", "heads", "attention heads"),
     ("--kv-heads", "kv_heads", "key-value heads (grouped-query attention; default: the "
      "preset's, else one per head)"),
+    ("--mlp", "mlp", "width of a gated SwiGLU MLP, as Llama's (default: the preset's, "
+     "else 0: a 4h-wide GELU MLP)"),
     ("--vocab", "vocab", "vocabulary size"),
     ("--experts", "experts", "experts of a mixture of experts (default: the preset's, else "
      "1, dense)"),

@@ -89,6 +89,60 @@ def test_tensor_parallel_activations_follow_korthikanti_with_and_without_sequenc
         memory.activation_bytes_per_tp_rank(s, b, h, a, 0)
 
 
+def test_a_llama_block_adds_its_key_value_heads_and_its_gated_mlp():
+    """Per token, in e-byte elements: norms' inputs 2h, projections' inputs 2h, Q h, K and V 2hr,
+    attention's output h, and the MLP: GELU's 4h input and output (8h) or a SwiGLU MLP's gate, up,
+    SiLU and product (4 I). GPT's block (r = 1, GELU) is Korthikanti's 16 e s b h."""
+    s, b, e = 4096, 2, 2
+    for h, a, kv, mlp in ((4096, 32, 32, 11008), (8192, 64, 8, 28672), (16384, 128, 8, 53248)):
+        r = kv / a
+        want = s * b * e * (h * (6 + 2 * r) + 4 * mlp)
+        got = memory.activation_bytes_per_layer(s, b, h, a, e, dropout=False, attention_scores=False,
+                                                kv_heads=kv, mlp=mlp)
+        assert got == pytest.approx(want, rel=1e-12)
+        # Dropout's masks and the unfused scores are the GPT block's, whatever the block.
+        full = memory.activation_bytes_per_layer(s, b, h, a, e, 1, kv_heads=kv, mlp=mlp)
+        assert full - got == pytest.approx(2 * s * b * h + a * s * s * b * (2 * e + 1), rel=1e-12)
+        # Without sequence parallelism the norms' and projections' inputs (4 e s b h) stay whole.
+        for t in (2, 8):
+            whole = 4 * e * s * b * h
+            no_sp = memory.activation_bytes_per_tp_rank(s, b, h, a, t, False, e, dropout=False,
+                                                        attention_scores=False, kv_heads=kv, mlp=mlp)
+            assert no_sp == pytest.approx(whole + (want - whole) / t, rel=1e-12)
+            assert memory.activation_bytes_per_tp_rank(s, b, h, a, t, True, e, dropout=False,
+                                                       attention_scores=False, kv_heads=kv,
+                                                       mlp=mlp) == pytest.approx(want / t, rel=1e-12)
+    # Llama 2 7B and 70B per s b h: 37.5 and 40.5 (the measured 45.5 and 48.5 less the FP32 norm copies).
+    assert memory.activation_bytes_per_layer(1, 1, 4096, 32, 2, dropout=False, attention_scores=False,
+                                             mlp=11008) / 4096 == 37.5
+    assert memory.activation_bytes_per_layer(1, 1, 8192, 64, 2, dropout=False, attention_scores=False,
+                                             kv_heads=8, mlp=28672) / 8192 == 40.5
+
+
+@pytest.mark.parametrize("dropout", [True, False])
+@pytest.mark.parametrize("scores", [True, False])
+def test_the_defaults_are_gpt_s_block_to_the_byte(dropout, scores):
+    """kv_heads None and mlp 0 are the count every existing call made: Korthikanti's, the same
+    value of the same type (an int for int inputs)."""
+    for s, b, h, a, e, d in ((2048, 4, 4096, 32, 2, 1), (1024, 3, 768, 12, 4, 4), (7, 1, 64, 1, 0.5, 1)):
+        got = memory.activation_bytes_per_layer(s, b, h, a, e, d, dropout, scores)
+        want = s * b * h * (16 * e + 2 * (d if dropout else 0)) + (
+            a * s * s * b * (e + dropout * (e + d)) if scores else 0)
+        assert got == want and type(got) is type(want)
+        assert memory.activation_bytes_per_layer(s, b, h, a, e, d, dropout, scores, kv_heads=a, mlp=0) == want
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"kv_heads": 0}, "number of key-value heads must be a whole number >= 1"),
+    ({"kv_heads": 2.5}, "number of key-value heads must be a whole number >= 1"),
+    ({"mlp": -1}, "width of the gated MLP must be a whole number >= 1"),
+    ({"mlp": 1.5}, "width of the gated MLP must be a whole number >= 1"),
+])
+def test_bad_key_value_heads_or_mlp_width_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        memory.activation_bytes_per_layer(1024, 1, 4096, 32, **kwargs)
+
+
 def test_activations_grow_with_batch_and_sequence_not_params():
     shape = memory.shape_for_params(1e9)
     base = memory.activation_bytes(shape, 1024, 2)

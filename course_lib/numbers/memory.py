@@ -9,7 +9,7 @@ Chapter 2 (*The memory wall*) teaches it. The estimate follows the published acc
   stage 3 also the weights; FSDP's full sharding is stage 3;
 * activations per transformer layer: ``s*b*h*(34 + 5*a*s/h)`` bytes for 16-bit activations with
   dropout, no recomputation -- Korthikanti et al. 2022, arXiv 2205.05198, generalised here to any
-  element size (see :func:`activation_bytes_per_layer`).
+  element size, grouped-query attention and a gated MLP (:func:`activation_bytes_per_layer`).
 
 Every figure is in bytes; :func:`gb` turns bytes into decimal gigabytes (10**9 bytes), the unit
 the lecture notes use ("4 GB for 1B parameters"). :mod:`course_lib.numbers.memory_meter` measures
@@ -210,19 +210,18 @@ def shape_for_params(n_params: float, vocab: int = 50257) -> ModelShape:
 
 
 def activation_bytes_per_layer(seq_len: int, batch: int, hidden: int, n_heads: int, bytes_per_element: float = 2,
-                               mask_bytes: float = 1, dropout: bool = True, attention_scores: bool = True) -> float:
+                               mask_bytes: float = 1, dropout: bool = True, attention_scores: bool = True, *,
+                               kv_heads: int | None = None, mlp: int = 0) -> float:
     """Bytes one transformer layer saves for backward, after Korthikanti et al. 2022 (arXiv 2205.05198).
 
-    The paper counts, per layer, ``34*s*b*h + 5*a*s^2*b`` bytes for 16-bit activations: of the
-    ``sbh`` terms, 32 are 2-byte tensors (16 tensors of size sbh) and 2 are 1-byte dropout masks;
-    of the ``as^2b`` terms, 4 are two 2-byte tensors (softmax output and its dropout) and 1 is the
-    1-byte attention-dropout mask. With element size ``e`` and mask element size ``d`` this is
-    ``s*b*h*(16e + 2d) + a*s^2*b*(2e + d)``: the paper's figure for e=2, d=1. ``d`` is 1 for the
-    boolean masks CUDA keeps and ``e`` on a CPU (where dropout keeps a mask of the input's dtype).
-    Without dropout there are no masks, and the attention probabilities are kept once, not twice:
-    ``16*e*s*b*h + e*a*s^2*b``. ``attention_scores=False`` is fused attention (FlashAttention, Dao et
-    al. 2022): the ``s x s`` scores are recomputed in backward, never stored, and the ``a*s^2*b`` term
-    goes (the kernel's per-row softmax statistics, ``a*s*b`` floats, are left out).
+    Per token, in ``e``-byte elements: the norms' inputs (``2h``), the projections' inputs (the norms' outputs, ``2h``),
+    Q (``h``), K and V (``2hr``; ``r = kv_heads / n_heads``, None: 1), attention's output (``h``) and the MLP's: GELU's
+    input and output, 4h wide (GPT, ``8h``), or with ``mlp`` > 0 a gated SwiGLU MLP's gate, up, SiLU and product
+    (Llama, ``4 mlp``); for GPT the paper's ``16*e*s*b*h``. Dropout adds two masks (``2*d*s*b*h``; ``d``: 1 for CUDA's
+    booleans, ``e`` on a CPU). Unfused attention keeps the softmax output, with dropout its dropped copy and mask too:
+    ``a*s^2*b*(2e + d)`` (the paper's ``34*s*b*h + 5*a*s^2*b`` for e=2, d=1), else ``e*a*s^2*b``; fused attention
+    (``attention_scores=False``, Dao et al. 2022) recomputes it. Left out: its log-sum-exp (``4*a*s*b``) and Hugging
+    Face's FP32 copy of each RMSNorm input (``8*s*b*h``, measured on fake ranks: :mod:`course_lib.parallel.at_scale`).
 
     Chapter 2, *The memory wall*.
     """
@@ -232,26 +231,27 @@ def activation_bytes_per_layer(seq_len: int, batch: int, hidden: int, n_heads: i
     a = _positive(n_heads, "number of heads")
     e = _positive(bytes_per_element, "bytes per element")
     d = _positive(mask_bytes, "bytes per dropout-mask element") if dropout else 0
-    return s * b * h * (16 * e + 2 * d) + (a * s * s * b * (e + dropout * (e + d)) if attention_scores else 0)
+    r = 1 if kv_heads is None else _positive(kv_heads, "number of key-value heads", integer=True) / a
+    width = 6 + 2 * r + (4 * _positive(mlp, "width of the gated MLP", integer=True) / h if mlp else 8)  # x h
+    return s * b * h * (width * e + 2 * d) + (a * s * s * b * (e + dropout * (e + d)) if attention_scores else 0)
 
 
 def activation_bytes_per_tp_rank(seq_len: int, batch: int, hidden: int, n_heads: int, tp: int,
-                                 sequence_parallel: bool = True, bytes_per_element: float = 2,
-                                 mask_bytes: float = 1, dropout: bool = True,
-                                 attention_scores: bool = True) -> float:
-    """Bytes one transformer layer saves for backward on one of ``tp`` tensor-parallel ranks (Korthikanti et al.
-    2022, arXiv 2205.05198, Table 2).
+                                 sequence_parallel: bool = True, bytes_per_element: float = 2, mask_bytes: float = 1,
+                                 dropout: bool = True, attention_scores: bool = True, *, kv_heads: int | None = None,
+                                 mlp: int = 0) -> float:
+    """Bytes one layer saves for backward on one of ``tp`` tensor-parallel ranks (Korthikanti et al. 2022, Table 2).
 
-    With sequence parallelism every activation of :func:`activation_bytes_per_layer` is split ``tp`` ways. Without
-    it (Megatron-LM before 2022) the two layer norms' inputs, the inputs of the QKV projection and of the MLP's
-    first layer (``4*s*b*h*e``) and the two dropout masks (``2*s*b*h*d``) stay whole on every rank, the rest is
-    split: ``s*b*h*(10 + 24/t + 5*a*s/(h*t))`` for e=2, d=1, the paper's row "tensor parallelism (baseline)".
+    :func:`activation_bytes_per_layer` split ``tp`` ways by sequence parallelism (Megatron-LM saves the projections'
+    inputs split and gathers them again in backward; torch's ``SequenceParallel`` plan keeps them gathered, whole:
+    ``2*e*s*b*h*(1 - 1/t)`` more, left out). Without it the norms' and projections' inputs (``4*s*b*h*e``) and the
+    masks (``2*s*b*h*d``) stay whole, the rest is split: ``s*b*h*(10 + 24/t + 5*a*s/(h*t))`` for GPT, e=2, d=1.
 
     Chapter 2, *The memory wall*.
     """
     t = _positive(tp, "tensor-parallel degree", integer=True)
     total = activation_bytes_per_layer(seq_len, batch, hidden, n_heads, bytes_per_element, mask_bytes, dropout,
-                                       attention_scores)
+                                       attention_scores, kv_heads=kv_heads, mlp=mlp)
     if sequence_parallel or t == 1:
         return total / t
     whole = seq_len * batch * hidden * (4 * bytes_per_element + (2 * mask_bytes if dropout else 0))

@@ -63,24 +63,26 @@ class Plan:
     datasheet, the link's figures, the whole data-parallel group (``shard``), one
     sequence per micro-batch (``micro_batches``). A custom model needs its parameters,
     layers, hidden size, heads, vocabulary and sequence length; a custom GPU its memory
-    (GB), peak (TFLOP/s) and memory bandwidth (TB/s); a custom link its latency (µs)
-    and bandwidth (GB/s). ``mfu`` is the share of the peak the GPUs' matrix products
-    reach at the compute roof; each product's HBM traffic, the memory-bound work, the
-    bubble and exposed communication come on top, so
-    the MFU a paper publishes (end to end) is the planner's ``achieved_mfu``, not this
-    input. ``tp_overlap``: the share of tensor parallelism's all-reduces hidden behind
-    compute (0: none). ``sequence_parallel``: Megatron-LM's sequence parallelism
-    (Korthikanti et al. 2022) with tensor parallelism; off, the layer norms' and dropout's
-    activations stay whole on every tensor-parallel GPU (no effect at ``tp`` 1).
-    ``virtual_stages``: the interleaved 1F1B's model chunks per GPU
-    (1: plain 1F1B). ``edge_layers``: the layers of the first and of the last pipeline
-    stage, when they hold fewer than the others (the embedding and the head sit there);
-    None: equal stages. ``kv_heads``: key-value heads (grouped-query attention; None:
-    the preset's, else one per head). ``experts``, ``top_k``, ``expert_params``: a
-    mixture of experts, each token routed to ``top_k`` of ``experts`` experts holding
-    ``expert_params`` of the parameters (None: the preset's, else 1, 1, 0: dense).
-    ``cp``: context parallelism, each sequence split over ``cp`` GPUs; ``ep``: expert
-    parallelism, the experts spread over ``ep`` GPUs.
+    (GB), peak (TFLOP/s) and memory bandwidth (TB/s); a custom link its latency (µs) and
+    bandwidth (GB/s). ``mfu`` is the share of the peak the GPUs' matrix products reach
+    at the compute roof; each product's HBM traffic, the memory-bound work, the bubble
+    and exposed communication come on top, so the MFU a paper publishes (end to end) is
+    the planner's ``achieved_mfu``, not this input. ``tp_overlap``: the share of tensor
+    parallelism's all-reduces hidden behind compute (0: none). ``sequence_parallel``:
+    Megatron-LM's sequence parallelism (Korthikanti et al. 2022) with tensor
+    parallelism; off, the norms' and the projections' inputs and dropout's masks stay
+    whole on every tensor-parallel GPU (no effect at ``tp`` 1). ``virtual_stages``: the
+    interleaved 1F1B's model chunks per GPU (1: plain 1F1B). ``edge_layers``: the layers
+    of the first and of the last pipeline stage, when they hold fewer than the others
+    (the embedding and the head sit there); None: equal stages. ``kv_heads``: key-value
+    heads (grouped-query attention; None: the preset's, else one per head). ``mlp``: the
+    width of a gated SwiGLU MLP, as Llama's (None: the preset's, else 0: GPT's 4h-wide
+    GELU MLP); the activations depend on it, and the memory-bound work that moves them
+    (the products' shapes come from ``params``). ``experts``, ``top_k``,
+    ``expert_params``: a mixture of experts, each token routed to ``top_k`` of
+    ``experts`` experts holding ``expert_params`` of the parameters (None: the preset's,
+    else 1, 1, 0: dense). ``cp``: context parallelism, each sequence split over ``cp``
+    GPUs; ``ep``: expert parallelism, the experts spread over ``ep`` GPUs.
 
     Used by the library's other modules.
     """
@@ -91,6 +93,7 @@ class Plan:
     hidden: Raw = None
     heads: Raw = None
     kv_heads: Raw = None
+    mlp: Raw = None
     vocab: Raw = None
     experts: Raw = None
     top_k: Raw = None
@@ -148,8 +151,8 @@ FIELDS: tuple[Field, ...] = (
     Field("model", "choice"), Field("params", "whole", 1, memory.MAX_PARAMS),
     Field("layers", "whole", 1, 100_000), Field("hidden", "whole", 1, 1_000_000),
     Field("heads", "whole", 1, 100_000), Field("kv_heads", "whole", 1, 100_000),
-    Field("vocab", "whole", 1, 100_000_000), Field("experts", "whole", 1, 100_000),
-    Field("top_k", "whole", 1, 100_000),
+    Field("mlp", "whole", 0, 10_000_000), Field("vocab", "whole", 1, 100_000_000),
+    Field("experts", "whole", 1, 100_000), Field("top_k", "whole", 1, 100_000),
     Field("expert_params", "whole", 0, memory.MAX_PARAMS),
     Field("seq_len", "whole", 1, memory.MAX_SEQ_LEN), Field("precision", "choice"),
     Field("optimizer", "choice"), Field("gpu", "choice"),
@@ -350,6 +353,7 @@ class Setup:
     cp: int
     ep: int
     sequence_parallel: bool
+    mlp: int
 
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(Plan)}
@@ -409,9 +413,10 @@ def check(plan: Plan, language: str = "en") -> Setup:
                      preset.shape.n_heads, preset.shape.vocab, preset.seq_len)
         for key, value in zip(shape_names, published):
             v[key] = value if v[key] is None else v[key]
-    mixture = (preset.kv_heads, preset.experts, preset.top_k, preset.expert_params
-               ) if preset else (None, 1, 1, 0.0)
-    for key, value in zip(("kv_heads", "experts", "top_k", "expert_params"), mixture):
+    block = (preset.kv_heads, preset.mlp, preset.experts, preset.top_k,
+             preset.expert_params) if preset else (None, 0, 1, 1, 0.0)
+    for key, value in zip(("kv_heads", "mlp", "experts", "top_k", "expert_params"),
+                          block):
         v[key] = value if v[key] is None else v[key]
     if v["gpu"] == CUSTOM:
         missing("plan_err_missing_gpu", ("gpu_memory_gb", "gpu_tflops", "gpu_hbm_tbs"))
@@ -504,7 +509,7 @@ def check(plan: Plan, language: str = "en") -> Setup:
         batch // (dp * micro), v["checkpointing"], v["flash_attention"], v["dropout"],
         batch, float(v["tokens"]), v["mfu"], float(hbm), v["tp_overlap"], virtual,
         edge, middle, kv_heads, experts, top_k, float(expert_params), cp, ep,
-        v["sequence_parallel"])
+        v["sequence_parallel"], v["mlp"])
 
 
 def _check_mixture(heads: int, kv_heads: int, experts: int, top_k: int,

@@ -9,10 +9,12 @@ from the modules that teach it:
 * **Memory per GPU** (the first pipeline stage, which holds the most): the model states
   of chapter 2's :func:`~course_lib.numbers.memory.training_memory` (ZeRO over the
   sharding group) divided by ``t * p``, the tensor and pipeline degrees; the activations
-  of :func:`~course_lib.numbers.memory.activation_bytes_per_layer` for a micro-batch of
-  ``b`` sequences, divided by ``t`` (sequence parallelism splits every activation,
-  Korthikanti et al. 2022; without it, ``sequence_parallel=False``, the norms' inputs,
-  the inputs of the QKV projection and the MLP and the dropout masks stay whole:
+  of :func:`~course_lib.numbers.memory.activation_bytes_per_layer` (with the model's
+  key-value heads and MLP: GPT's 4h-wide GELU MLP, or a gated SwiGLU MLP of width
+  ``mlp`` as Llama's) for a micro-batch of ``b`` sequences, divided by ``t`` (sequence
+  parallelism splits every activation, Korthikanti et al. 2022; without it,
+  ``sequence_parallel=False``, the norms' inputs, the inputs of the QKV projection and
+  the MLP and the dropout masks stay whole:
   :func:`~course_lib.numbers.memory.activation_bytes_per_tp_rank`), for the ``ceil(L /
   p)`` layers of the stage and the ``min(p, m)`` micro-batches 1F1B keeps in flight
   (with checkpointing each layer keeps its input, split by ``t`` with sequence
@@ -185,14 +187,15 @@ REDUCE_BYTES = 4
 
 
 def _saved_per_layer(s: Setup) -> float:
-    """Bytes one layer saves for backward per micro-batch on one GPU (chapter 2's estimate,
-    split by tensor parallelism: all of it with sequence parallelism, else all but the
-    norms' and dropout's)."""
+    """Bytes one layer saves for backward per micro-batch on one GPU (chapter 2's estimate
+    for the model's key-value heads and MLP, split by tensor parallelism: all of it with
+    sequence parallelism, else all but the norms' and projections' inputs and dropout's
+    masks)."""
     e = memory.PRECISIONS[s.precision].activation_bytes
     # Context parallelism: s / c positions, whose queries score all s keys (s^2 / c).
     return memory.activation_bytes_per_tp_rank(
         s.seq_len, s.micro_batch, s.hidden, s.heads, s.tp, s.sequence_parallel, e, 1,
-        s.dropout, not s.flash_attention) / s.cp
+        s.dropout, not s.flash_attention, kv_heads=s.kv_heads, mlp=s.mlp) / s.cp
 
 
 def _kept_per_layer(s: Setup) -> float:

@@ -218,10 +218,10 @@
       name = preset.name;
       shapeNames.forEach(function (key) { if (v[key] === null) v[key] = preset[key]; });
     }
-    var mixture = preset ? [preset.kv_heads, preset.experts, preset.top_k,
-      preset.expert_params] : [null, 1, 1, 0];
-    ["kv_heads", "experts", "top_k", "expert_params"].forEach(function (key, i) {
-      if (v[key] === null) v[key] = mixture[i];
+    var block = preset ? [preset.kv_heads, preset.mlp, preset.experts, preset.top_k,
+      preset.expert_params] : [null, 0, 1, 1, 0];
+    ["kv_heads", "mlp", "experts", "top_k", "expert_params"].forEach(function (key, i) {
+      if (v[key] === null) v[key] = block[i];
     });
     var gpuName, capacity, peak, hbm, ownLink, hostKey;
     if (v.gpu === "custom") {
@@ -329,7 +329,7 @@
       hbm: hbm, tp_overlap: v.tp_overlap, virtual_stages: stages[2],
       edge_layers: stages[0], middle_layers: stages[1], kv_heads: kvHeads,
       experts: experts, top_k: topK, expert_params: expertParams, cp: cp, ep: ep,
-      sequence_parallel: v.sequence_parallel
+      sequence_parallel: v.sequence_parallel, mlp: v.mlp
     };
   }
 
@@ -462,15 +462,23 @@
       optimizer_states: states, temporaries: temporaries + gathered, gathered: gathered };
   }
 
-  function activationBytesPerLayer(s, b, h, a, e, maskBytes, dropout, attentionScores) {
+  /** memory.activation_bytes_per_layer: kvHeads null for one per head, mlp 0 for GELU's
+   * 4h-wide MLP, else a gated MLP's width. */
+  function activationBytesPerLayer(s, b, h, a, e, maskBytes, dropout, attentionScores,
+    kvHeads, mlp) {
     var d = dropout ? maskBytes : 0;
-    return s * b * h * (16 * e + 2 * d) +
+    var r = kvHeads === null ? 1 : kvHeads / a;
+    var width = 6 + 2 * r + (mlp ? 4 * mlp / h : 8);
+    return s * b * h * (width * e + 2 * d) +
       (attentionScores ? a * s * s * b * (e + (dropout ? 1 : 0) * (e + d)) : 0);
   }
 
-  /** memory.activation_bytes_per_tp_rank: norms' inputs and masks whole without SP. */
-  function activationBytesPerTpRank(s, b, h, a, t, sp, e, maskBytes, dropout, scores) {
-    var total = activationBytesPerLayer(s, b, h, a, e, maskBytes, dropout, scores);
+  /** memory.activation_bytes_per_tp_rank: the norms' and projections' inputs and the
+   * masks whole without SP. */
+  function activationBytesPerTpRank(s, b, h, a, t, sp, e, maskBytes, dropout, scores,
+    kvHeads, mlp) {
+    var total = activationBytesPerLayer(s, b, h, a, e, maskBytes, dropout, scores,
+      kvHeads, mlp);
     if (sp || t === 1) return total / t;
     var whole = s * b * h * (4 * e + (dropout ? 2 * maskBytes : 0));
     return whole + (total - whole) / t;
@@ -513,7 +521,7 @@
   function savedPerLayer(s, T) {
     var e = T.precisions[s.precision].activation_bytes;
     return activationBytesPerTpRank(s.seq_len, s.micro_batch, s.hidden, s.heads, s.tp,
-      s.sequence_parallel, e, 1, s.dropout, !s.flash_attention) / s.cp;
+      s.sequence_parallel, e, 1, s.dropout, !s.flash_attention, s.kv_heads, s.mlp) / s.cp;
   }
 
   function inFlight(s) {
@@ -848,7 +856,7 @@
     ["dp_exposed", "plan_time_dp"], ["offload", "plan_time_offload"]];
   var GROUPS = [
     ["plan_heading_model", ["model", "params", "layers", "hidden", "heads", "kv_heads",
-      "vocab", "experts", "top_k", "expert_params", "seq_len", "global_batch",
+      "mlp", "vocab", "experts", "top_k", "expert_params", "seq_len", "global_batch",
       "tokens"]],
     ["plan_heading_hardware", ["gpu", "gpu_memory_gb", "gpu_tflops", "gpu_hbm_tbs",
       "gpus_per_node",
@@ -860,7 +868,7 @@
       "mfu"]]
   ];
   // Inputs a new model or GPU choice resets to the preset's or datasheet's values.
-  var FROM_MODEL = ["params", "layers", "hidden", "heads", "kv_heads", "vocab",
+  var FROM_MODEL = ["params", "layers", "hidden", "heads", "kv_heads", "mlp", "vocab",
     "experts", "top_k", "expert_params", "seq_len", "global_batch", "tokens"];
   var FROM_GPU = ["gpu_memory_gb", "gpu_tflops", "gpu_hbm_tbs"];
 
@@ -1050,8 +1058,8 @@
   View.prototype.placeholders = function (s) {
     var self = this;
     var values = { params: this.short(s.params), layers: s.layers, hidden: s.hidden,
-      heads: s.heads, kv_heads: s.kv_heads, experts: s.experts, top_k: s.top_k,
-      expert_params: this.short(s.expert_params), cp: s.cp, ep: s.ep,
+      heads: s.heads, kv_heads: s.kv_heads, mlp: s.mlp, experts: s.experts,
+      top_k: s.top_k, expert_params: this.short(s.expert_params), cp: s.cp, ep: s.ep,
       vocab: s.vocab, seq_len: s.seq_len, global_batch: s.global_batch,
       tokens: this.short(s.tokens), gpu_memory_gb: s.capacity / 1e9,
       gpu_tflops: s.peak / 1e12, gpu_hbm_tbs: s.hbm / 1e12, shard: s.shard,

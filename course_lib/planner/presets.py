@@ -7,11 +7,12 @@ an encoder-decoder and a mixture of experts are no GPT-like shape there), the GP
 :data:`course_lib.hardware.roofline.DATASHEETS`, the links from
 :data:`course_lib.parallel.cost_model.LINKS`; the keys below only name them for the
 command line. :data:`PRESETS` adds what the papers published about each training run:
-sequence length, batch, tokens, the key-value heads of grouped-query attention and, for
-a mixture of experts, the experts, how many each token takes and the parameters inside
-them. Two entries are derived rather than read, each from its neighbour: the A100 40GB
-(the 80GB card with half the memory and its lower bandwidth) and the H800 (an H100 SXM
-whose NVLink is cut to 400 GB/s for both directions together, 200 GB/s each way).
+sequence length, batch, tokens, the key-value heads of grouped-query attention, the
+width of a gated (SwiGLU) MLP and, for a mixture of experts, the experts, how many each
+token takes and the parameters inside them. Two entries are derived rather than read,
+each from its neighbour: the A100 40GB (the 80GB card with half the memory and its lower
+bandwidth) and the H800 (an H100 SXM whose NVLink is cut to 400 GB/s for both directions
+together, 200 GB/s each way).
 """
 
 from __future__ import annotations
@@ -33,9 +34,10 @@ class Preset:
     bib key).
 
     ``kv_heads``: the key-value heads of grouped-query attention (None: one per query
-    head). A mixture of experts (``experts`` above 1) routes each token to ``top_k``
-    of its experts, which hold ``expert_params`` of the ``params``; the rest
-    (attention, the embedding, shared experts, dense layers) every token uses.
+    head); ``mlp``: the width of a gated SwiGLU MLP (0: GPT's 4h-wide GELU MLP). A
+    mixture of experts (``experts`` above 1) routes each token to ``top_k`` of its
+    experts, which hold ``expert_params`` of the ``params``; the rest (attention, the
+    embedding, shared experts, dense layers) every token uses.
 
     Used by the library's other modules.
     """
@@ -52,6 +54,7 @@ class Preset:
     experts: int = 1
     top_k: int = 1
     expert_params: float = 0.0
+    mlp: int = 0
 
 
 #: DeepSeek-V3's routed experts: 58 MoE layers (61 less the first 3, dense) of 256
@@ -69,20 +72,20 @@ PRESETS: dict[str, Preset] = {
         "Llama 2 7B", memory.MODEL_PRESETS["llama-7B-shape"], 6.74e9, 4096, 1024, 2e12,
         "touvron2023llama2",
         "Table 1 and the released weights: 32 layers of 4,096, "
-        "32 heads, 4K context, 4M-token batches, 2T tokens; 6.74B parameters in the "
-        "released weights"),
+        "32 heads, a SwiGLU MLP of 11,008, 4K context, 4M-token batches, 2T tokens; "
+        "6.74B parameters in the released weights", mlp=11008),
     "llama2-70b": Preset(
         "Llama 2 70B", memory.MODEL_PRESETS["llama2-70B-shape"], 68.98e9, 4096, 1024,
         2e12, "touvron2023llama2",
         "Table 1 and the released weights: 80 layers of 8,192, 64 heads "
-        "(8 key-value), 4M-token batches, 2T tokens; 68.98B parameters in the "
-        "released weights", kv_heads=8),
+        "(8 key-value), a SwiGLU MLP of 28,672, 4M-token batches, 2T tokens; 68.98B "
+        "parameters in the released weights", kv_heads=8, mlp=28672),
     "llama3-405b": Preset(
         "Llama 3 405B", memory.MODEL_PRESETS["llama3-405B-shape"], 405e9, 8192, 2048,
         15.6e12, "dubey2024llama3",
-        "Table 3: 126 layers of 16,384, 128 heads (8 key-value), a vocabulary of "
-        "128,000; 8K context and 16M-token batches (Table 4); 15.6T tokens",
-        kv_heads=8),
+        "Table 3: 126 layers of 16,384, 128 heads (8 key-value), a SwiGLU MLP of "
+        "53,248, a vocabulary of 128,000; 8K context and 16M-token batches (Table 4); "
+        "15.6T tokens", kv_heads=8, mlp=53248),
     "t5-11b": Preset(
         "T5 11B", memory.ModelShape(48, 1024, 128, 32000, 0), 11.3e9, 512, 2048,
         2.0**40,

@@ -163,7 +163,8 @@ def _head(result: PlanResult) -> list[str]:
                                                 ("dropout", s.dropout)) if on]
     return [
         f"{s.name}: {_short(s.params, 'en')} parameters ({s.layers} layers, hidden "
-        f"{s.hidden}, {s.heads} heads ({s.kv_heads} key-value), vocabulary "
+        f"{s.hidden}, {s.heads} heads ({s.kv_heads} key-value), "
+        f"{f'SwiGLU MLP {s.mlp:,}, ' if s.mlp else ''}vocabulary "
         f"{s.vocab:,}{_mixture(result)}), sequences of {s.seq_len:,} tokens",
         f"{s.precision}, {s.optimizer}; {s.gpus:,} x {s.gpu_name} "
         f"({s.gpus_per_node} per node, {s.nodes:,} node(s); {s.node_link.name} inside, "

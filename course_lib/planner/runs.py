@@ -176,19 +176,22 @@ def _mpt(size: str, params: int, gpu: str, gpus: int, micro: int, accum: int,
                "tokens_per_s", tps, f"{_FOUNDRY}; {net}", note=note)
 
 
-_LLAMA_SHAPES = {"llama3-8b": (8.03e9, 32, 4096, 32, 128256, 8192),
-                 "llama3-70b": (70.6e9, 80, 8192, 64, 128256, 8192),
-                 "llama2-13b": (13.0e9, 40, 5120, 40, 32000, 4096),
-                 "llama2-70b": (68.98e9, 80, 8192, 64, 32000, 4096)}
+#: torchtitan's Llama models: parameters, layers, hidden size, heads, key-value heads,
+#: vocabulary, sequence length and the width of the SwiGLU MLP (the released configs).
+_LLAMA_SHAPES = {"llama3-8b": (8.03e9, 32, 4096, 32, 8, 128256, 8192, 14336),
+                 "llama3-70b": (70.6e9, 80, 8192, 64, 8, 128256, 8192, 28672),
+                 "llama2-13b": (13.0e9, 40, 5120, 40, 40, 32000, 4096, 13824),
+                 "llama2-70b": (68.98e9, 80, 8192, 64, 8, 32000, 4096, 28672)}
 
 
 def _llama(key: str, gpu: str, gpus: int, local_batch: int, checkpointing: bool,
            **more: Any) -> dict[str, Any]:
     """A Llama model under FSDP (ZeRO 3) with ``local_batch`` sequences per GPU."""
-    params, layers, hidden, heads, vocab, seq = _LLAMA_SHAPES[key]
+    params, layers, hidden, heads, kv_heads, vocab, seq, mlp = _LLAMA_SHAPES[key]
     tp = more.get("tp", 1)
     inputs = dict(model="custom", params=params, layers=layers, hidden=hidden,
-                  heads=heads, vocab=vocab, seq_len=seq, precision="bf16-mixed",
+                  heads=heads, kv_heads=kv_heads, mlp=mlp, vocab=vocab, seq_len=seq,
+                  precision="bf16-mixed",
                   gpu=gpu, nodes=gpus // 8, zero=3, micro_batches=1,
                   global_batch=local_batch * gpus // tp, checkpointing=checkpointing,
                   network_link="ib-ndr" if gpu == "h100" else "ib-hdr")

@@ -79,7 +79,7 @@ def js_tables() -> dict[str, Any]:
                           "layers": p.shape.n_layers, "hidden": p.shape.hidden,
                           "heads": p.shape.n_heads, "vocab": p.shape.vocab,
                           "seq_len": p.seq_len, "global_batch": p.global_batch,
-                          "tokens": p.tokens, "kv_heads": p.kv_heads,
+                          "tokens": p.tokens, "kv_heads": p.kv_heads, "mlp": p.mlp,
                           "experts": p.experts, "top_k": p.top_k,
                           "expert_params": p.expert_params}
                     for key, p in presets.PRESETS.items()},
