@@ -7,8 +7,9 @@
 # library file or package changed since: tools/executed.py, tests/test_executed.py), so that no
 # notebook is executed twice; COURSE_NBVAL=execute has nbval execute them again anyway.
 # The tests run on two workers (pytest-xdist), each taking a whole test file or notebook at a
-# time, so that a module's fixtures are built once and a notebook's cells run in order; one
-# test process uses about one core (rank launches, browsers and kernels wait on each other).
+# time, so that a module's fixtures are built once and a notebook's cells run in order, in the
+# order collected (tests/conftest.py puts the minutes-long wheel job first); one test process
+# uses about one core (rank launches, browsers and kernels wait on each other).
 # COURSE_TEST_WORKERS=1 runs them in this process, one after another.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +26,6 @@ fi
 workers=${COURSE_TEST_WORKERS:-2}
 parallel=()
 if [ "$workers" != 1 ]; then
-  parallel=(-n "$workers" --dist loadfile)
+  parallel=(-n "$workers" --dist loadfile --no-loadscope-reorder)
 fi
 exec .venv/bin/python -m pytest ${parallel[@]+"${parallel[@]}"} "$@"

@@ -116,7 +116,7 @@ def pytest_collection_modifyitems(config, items):
     import sys
     from pathlib import Path
 
-    if getattr(config.option, "numprocesses", None):
+    if "PYTEST_XDIST_WORKER" in os.environ:  # a worker (xdist sets its numprocesses to None)
         items.sort(key=lambda item: item.nodeid.split("::")[0] not in LONGEST_FIRST)
     if os.environ.get("COURSE_NBVAL") != "executed":
         return
