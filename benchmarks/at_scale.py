@@ -104,7 +104,7 @@ def planned(r: RankMemory) -> PlanResult | str:
     lay, s = r.layout, r.shape
     arch = at_scale.MODELS.get(r.model)
     llama = arch is not None and arch.kind == "llama"  # its key-value heads and SwiGLU MLP
-    block = dict(kv_heads=arch.kv_heads or s.n_heads, mlp=arch.mlp) if llama else {}
+    block = dict(kv_heads=arch.key_value_heads, mlp=arch.mlp) if llama else {}
     try:
         return plan(model="custom", params=r.n_params, layers=lay.layers or s.n_layers,
                     hidden=s.hidden, heads=s.n_heads, vocab=s.vocab, seq_len=lay.seq_len,

@@ -75,13 +75,18 @@ _CUSTOM_ONLY = (
 )
 _PLAN_SWITCHES = (
     ("--offload", "offload", True, "CPU offload: optimizer states, master weights"),
-    ("--checkpointing", "checkpointing", True, "activation checkpointing (full)"),
     ("--no-flash-attention", "flash_attention", False,
      "keep the s x s attention scores (no fused attention)"),
     ("--dropout", "dropout", True, "count dropout's masks"),
     ("--no-sequence-parallel", "sequence_parallel", False, "tensor parallelism without "
      "sequence parallelism: the norms' and dropout's activations whole on every TP GPU"),
 )
+
+
+#: The plan command's --checkpointing: alone, full; or one of the planner's settings, as typed.
+_PLAN_CHECKPOINTING = ("--checkpointing", "checkpointing", True,
+                       "activation checkpointing: full when given alone, or none, full or "
+                       "selective (torchtitan's op-level policy)")
 
 
 def _join_negative_numbers(argv: Sequence[str] | None) -> list[str]:
@@ -253,6 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
     for flag, dest, value, text in _PLAN_SWITCHES:
         planning.add_argument(flag, dest=dest, action=_Once, nargs=0, const=value,
                               default=None, help=text)
+    flag, dest, value, text = _PLAN_CHECKPOINTING
+    planning.add_argument(flag, dest=dest, action=_Once, nargs="?", const=value, default=None,
+                          metavar="{none,full,selective}", help=text)
     planning.add_argument("--language", action=_Once, default="en",
                           type=_name(i18n.LANGUAGES, "language"),
                           help="en (default) or nl")
@@ -319,7 +327,7 @@ def run_plan(args: argparse.Namespace) -> str:
     from course_lib.planner import model, report
 
     names = [dest for _, dest, _ in _PLAN_FLAGS]
-    names += [dest for _, dest, _, _ in _PLAN_SWITCHES]
+    names += [dest for _, dest, _, _ in (*_PLAN_SWITCHES, _PLAN_CHECKPOINTING)]
     inputs = {name: getattr(args, name) for name in names
               if getattr(args, name) is not None}
     check_custom_only(args)

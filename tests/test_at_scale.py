@@ -69,6 +69,8 @@ def test_a_missing_private_api_is_named_with_the_torch_it_needs():
     ("gpt2-xl", Layout(world_size=40, tp=5, seq_len=64, sequence_parallel=True), 0,
      "sequence_parallel needs a Llama model, tp > 1 and attention='sdpa'"),
     ("llama2-7b", Layout(sequence_parallel=True), 0, "sequence_parallel needs .* tp > 1"),
+    ("llama2-7b", Layout(checkpointing="op"), 0,
+     r"checkpointing must be False, True \(full\) or 'selective', got 'op'"),
 ])
 def test_bad_input_is_refused_before_any_work(model, layout, rank, message):
     with pytest.raises(ValueError, match=message):

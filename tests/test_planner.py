@@ -124,7 +124,9 @@ def _random_plan(rng: random.Random) -> dict:
     if p["zero"] and rng.random() < 0.25:
         p["shard"] = rng.choice([1, 2, 4, 8])
     p["offload"] = rng.random() < 0.2
-    p["checkpointing"] = rng.random() < 0.4
+    r = rng.random()  # none, full, selective, as bools or as names
+    p["checkpointing"] = r < 0.3 if r < 0.55 else rng.choice(
+        ["selective", "selective", " Selective", "full", "none"])
     p["flash_attention"] = rng.random() < 0.8
     p["dropout"] = rng.random() < 0.3
     if rng.random() < 0.5:
@@ -170,6 +172,7 @@ _BAD = {
     "nonneg": [-1, "-0.1", "abc", "1e12"],
     "choice": ["h200", 7, "", "NVLink", True, None],
     "bool": ["yes", 1, 0, "true"],
+    "switch": ["yes", 1, 0, "true", "", "selectively", None],
 }
 
 
@@ -276,6 +279,16 @@ def _cases(n: int, seed: int = 30) -> list[tuple[dict, str]]:
         ({"model": "llama2-70b", "nodes": 4, "tp": 8, "sequence_parallel": False,
           "mlp": "14336"}, "en"),
         ({"model": "llama2-7b", "mlp": -1}, "nl"),
+        ({"model": "llama2-70b", "nodes": 4, "tp": 8, "checkpointing": "selective"}, "en"),
+        ({"model": "llama2-70b", "nodes": 4, "tp": 8, "sequence_parallel": False,
+          "checkpointing": "selective", "zero": 3}, "nl"),
+        ({"model": "gpt3-175b", "nodes": 64, "tp": 8, "pp": 8, "flash_attention": False,
+          "dropout": True, "checkpointing": "selective"}, "en"),
+        ({"model": "deepseek-v3", "gpu": "h800", "nodes": 256, "pp": 16, "ep": 64,
+          "zero": 1, "cp": 2, "checkpointing": "selective"}, "en"),
+        ({"model": "llama2-7b", "zero": 3, "global_batch": 64, "micro_batches": 1,
+          "checkpointing": "selective", "gpu": "a100-40"}, "nl"),
+        ({"checkpointing": "maybe"}, "nl"),
     ]
     out = list(fixed)
     while len(out) < n:
@@ -334,7 +347,7 @@ def test_javascript_equals_python_on_hundreds_of_plans():
     assert len(js) == len(cases)
     kinds = {"result": 0, "error": 0, "fits": 0, "no fit": 0, "change": 0}
     spread = {"cp": 0, "ep": 0, "experts": 0, "kv_heads": 0, "tp without sp": 0,
-              "gated mlp": 0, "gelu mlp": 0}
+              "gated mlp": 0, "gelu mlp": 0, "none": 0, "full": 0, "selective": 0}
     for (spec, language), got in zip(cases, js):
         want = _python(spec, language)
         assert "crash" not in got, (spec, got["crash"])
@@ -357,6 +370,7 @@ def test_javascript_equals_python_on_hundreds_of_plans():
         spread["kv_heads"] += setup["kv_heads"] != setup["heads"]
         spread["tp without sp"] += setup["tp"] > 1 and not setup["sequence_parallel"]
         spread["gated mlp" if setup["mlp"] else "gelu mlp"] += 1
+        spread[setup["checkpointing"]] += 1
     # The sample reaches every outcome: plans that fit, that do not, changes found,
     # errors.
     assert kinds["result"] >= 200 and kinds["error"] >= 150, kinds
@@ -364,7 +378,8 @@ def test_javascript_equals_python_on_hundreds_of_plans():
         kinds["fits"] >= 50 and kinds["no fit"] >= 50 and kinds["change"] >= 20
     ), kinds
     # Context and expert parallelism, mixtures, grouped-query attention, tensor
-    # parallelism without sequence parallelism and both MLPs are drawn.
+    # parallelism without sequence parallelism, both MLPs and full and selective
+    # checkpointing are drawn.
     assert min(spread.values()) >= 30, spread
 
 
@@ -487,26 +502,19 @@ LLAMA_LAYOUTS = (("llama2-7b", 1, False), ("llama2-70b", 1, False), ("llama2-70b
 
 
 @pytest.fixture(scope="module")
-def measured_llama_layers() -> dict[tuple[str, int, bool], int]:
+def measured_llama_layers(one_torch_thread: None) -> dict[tuple[str, int, bool], int]:
     """Bytes one real-size Llama layer saves on rank 0 of 8 (Hugging Face's Llama, BF16 mixed
     precision, SDPA, FSDP on a fake process group): the activations after the forward pass of a
     2-layer stage less those of a 1-layer stage."""
-    import torch
-
     from course_lib.parallel import at_scale
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        out = {}
-        for name, tp, sp in LLAMA_LAYOUTS:
-            acts = [at_scale.measure_rank(name, at_scale.Layout(
-                8, "zero3", tp=tp, layers=n, seq_len=LLAMA_SEQ, sequence_parallel=sp),
-                isolate=False).after_forward["activations"] for n in (1, 2)]
-            out[name, tp, sp] = acts[1] - acts[0]
-        return out
-    finally:
-        torch.set_num_threads(threads)
+    out = {}
+    for name, tp, sp in LLAMA_LAYOUTS:
+        acts = [at_scale.measure_rank(name, at_scale.Layout(
+            8, "zero3", tp=tp, layers=n, seq_len=LLAMA_SEQ, sequence_parallel=sp),
+            isolate=False).after_forward["activations"] for n in (1, 2)]
+        out[name, tp, sp] = acts[1] - acts[0]
+    return out
 
 
 def _planned_layer(name: str, tp: int, sp: bool, **wrong: object) -> float:
@@ -863,7 +871,8 @@ def test_the_cheapest_change_is_the_first_that_fits():
         ),
         (
             {"checkpointing": "yes"},
-            "activation checkpointing must be true or false, got 'yes'",
+            "activation checkpointing must be one of none, full, selective (false: none, "
+            "true: full), got 'yes'",
         ),
         ({"sequence_parallel": 1}, "sequence parallelism must be true or false, got 1"),
         ({"zero": 4}, "ZeRO stage must be a whole number from 0 to 3, got 4"),

@@ -175,6 +175,11 @@ def test_plan_with_every_kind_of_flag_and_in_dutch(capsys):
             ["--global-batch", "12"],
             "a global batch of 12 sequences does not split over the 8 data-parallel",
         ),
+        (
+            ["--checkpointing", "yes"],
+            "activation checkpointing must be one of none, full, selective (false: none, "
+            "true: full), got 'yes'",
+        ),
     ],
 )
 def test_bad_flags_get_one_line(capsys, args, message):
@@ -188,13 +193,31 @@ def test_flags_given_twice_or_unknown_are_refused_by_argparse(capsys):
     for args in (
         ["--nodes", "2", "--nodes", "3"],
         ["--batch", "8"],
-        ["--checkpointing", "yes"],
+        ["--offload", "yes"],
     ):
         with pytest.raises(SystemExit) as done:
             main(["plan", *args])
         assert done.value.code == 2
     err = capsys.readouterr().err
     assert "given twice" in err and "unrecognized arguments" in err
+
+
+def test_checkpointing_is_full_alone_or_the_setting_named(capsys):
+    """``--checkpointing`` alone is full checkpointing, as before; with a value, one of
+    the planner's settings: the same plan as the library's."""
+    said = {}
+    for args, setting in (([], "none"), (["--checkpointing"], "full"),
+                          (["--checkpointing", "none"], "none"),
+                          (["--checkpointing", "Selective"], "selective"),
+                          (["--checkpointing", "--offload"], "full")):
+        assert main(["plan", "--zero", "3", *args]) == 0
+        out = capsys.readouterr().out
+        offload = "--offload" in args
+        want = report.report(model.plan(zero=3, checkpointing=setting, offload=offload))
+        assert out.strip() == want.strip(), args
+        said[setting] = out
+    assert "ZeRO 3, selective checkpointing, fused attention" in said["selective"]
+    assert "ZeRO 3, checkpointing, offload, fused attention" in said["full"]
 
 
 def test_the_command_runs_as_a_module():

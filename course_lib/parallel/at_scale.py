@@ -51,7 +51,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
 from course_lib.numbers import memory
-from course_lib.parallel import launch, tensor_parallel
+from course_lib.parallel import launch, selective_checkpointing, tensor_parallel
 
 __all__ = ["CATEGORIES", "MODELS", "PRIVATE_APIS", "STRATEGIES", "Layout",
            "RankMemory", "build_model", "check_request",
@@ -99,6 +99,11 @@ class Architecture:
     mlp: int = 0  # Llama's SwiGLU width (GPT-2's is 4 h)
     kv_heads: int = 0  # Llama's key-value heads (grouped-query attention); 0: as many as heads
 
+    @property
+    def key_value_heads(self) -> int:
+        """The heads that K and V have: ``kv_heads``, or one per attention head."""
+        return self.kv_heads or self.shape.n_heads
+
 
 def _from_preset(name: str, **llama: int) -> Architecture:
     shape = memory.MODEL_PRESETS[name]
@@ -128,7 +133,9 @@ class Layout:
     stage keeps the embedding and the output layer, as a first-and-last stage would);
     ``micro_batch`` sequences of ``seq_len`` tokens; ``mixed_precision``: FSDP's
     ``MixedPrecisionPolicy`` (BF16 compute, FP32 sharded parameters and gradient reduction);
-    ``checkpointing``: every block recomputed in backward; ``attention``: ``"sdpa"`` (fused, no
+    ``checkpointing``: every block recomputed in backward (``True``), or ``"selective"``:
+    torchtitan's op-level policy in each block
+    (:mod:`~course_lib.parallel.selective_checkpointing`); ``attention``: ``"sdpa"`` (fused, no
     ``s x s`` scores kept) or ``"eager"``; ``sequence_parallel``: with ``tp > 1`` (Llama only),
     Megatron-LM's and torchtitan's whole plan: the norms and residuals split along the
     sequence over the tensor-parallel group (Korthikanti et al., 2022) and the loss computed
@@ -144,7 +151,7 @@ class Layout:
     micro_batch: int = 1
     seq_len: int = 2048
     mixed_precision: bool = True
-    checkpointing: bool = False
+    checkpointing: bool | str = False
     attention: str = "sdpa"
     sequence_parallel: bool = False
 
@@ -241,7 +248,7 @@ def check_request(model: str | memory.ModelShape, layout: Layout, rank: int = 0)
         raise ValueError(f"tp={layout.tp} does not divide the {layout.world_size} ranks into "
                          f"tensor-parallel groups; use a tp of {fits}, or another world_size.")
     shape = arch.shape
-    kv = arch.kv_heads or shape.n_heads
+    kv = arch.key_value_heads
     if shape.n_heads % layout.tp or kv % layout.tp:
         fits = [d for d in range(1, kv + 1) if shape.n_heads % d == 0 and kv % d == 0]
         raise ValueError(f"tp={layout.tp} does not divide the {shape.n_heads} attention heads "
@@ -255,6 +262,9 @@ def check_request(model: str | memory.ModelShape, layout: Layout, rank: int = 0)
     if 0 < positions < layout.seq_len:
         raise ValueError(f"seq_len={layout.seq_len} is longer than the model's "
                          f"{positions} positions; use seq_len <= {positions}.")
+    if not (isinstance(layout.checkpointing, bool) or layout.checkpointing == "selective"):
+        raise ValueError("checkpointing must be False, True (full) or 'selective', got "
+                         f"{layout.checkpointing!r}.")
     if layout.attention not in ("sdpa", "eager"):
         raise ValueError(f"attention must be 'sdpa' or 'eager', got {layout.attention!r}.")
     if layout.sequence_parallel and (arch.kind != "llama" or layout.tp == 1
@@ -282,7 +292,7 @@ def build_model(arch: Architecture, layers: int | None = None,
     if arch.kind == "llama":
         config = LlamaConfig(hidden_size=s.hidden, intermediate_size=arch.mlp,
                              num_hidden_layers=n, num_attention_heads=s.n_heads,
-                             num_key_value_heads=arch.kv_heads or s.n_heads,
+                             num_key_value_heads=arch.key_value_heads,
                              vocab_size=s.vocab, tie_word_embeddings=False)
         build = LlamaForCausalLM
     else:
@@ -423,15 +433,23 @@ def _shard_bytes(model: nn.Module) -> int:
 def _step(model: nn.Module, optimizer: torch.optim.Optimizer, batch: torch.Tensor,
           sequence_parallel: bool = False) -> None:
     """One training step; ``sequence_parallel``: the whole sequence's positions given, the
-    loss on logits split by the vocabulary (see :func:`_tensor_parallel`)."""
+    loss on logits split by the vocabulary (see :func:`_tensor_parallel`).
+
+    With sequence parallelism an empty cache goes in too: with checkpointing Hugging Face
+    turns its own cache off, and without one it looks for packed sequences in the positions,
+    which on fake tensors it cannot rule out, and builds a mask for the ``1 / t`` slice it
+    sees. The checkpointed layers leave the cache empty; attention stays SDPA's causal kernel
+    with no mask, as without checkpointing."""
     from torch.distributed.tensor.parallel import loss_parallel
+    from transformers import DynamicCache
 
     if not sequence_parallel:
         model(input_ids=batch, labels=batch).loss.backward()
     else:
         with loss_parallel():
             positions = torch.arange(batch.shape[1]).expand_as(batch)
-            model(input_ids=batch, labels=batch, position_ids=positions).loss.backward()
+            model(input_ids=batch, labels=batch, position_ids=positions,
+                  past_key_values=DynamicCache(config=model.config)).loss.backward()
     optimizer.step()
 
 
@@ -474,7 +492,10 @@ def _measure_here(model: str | memory.ModelShape, layout: Layout, rank: int,
             built = build_model(arch, layout.layers, layout.attention)
         n_params = sum(p.numel() for p in built.parameters())
         if layout.checkpointing:
-            built.gradient_checkpointing_enable({"use_reentrant": False})
+            options: dict[str, Any] = {"use_reentrant": False}
+            if layout.checkpointing == "selective":
+                options["context_fn"] = selective_checkpointing.context_fn()
+            built.gradient_checkpointing_enable(options)
         if layout.tp > 1:
             _tensor_parallel(built, arch, tp_mesh, layout.sequence_parallel)
         _shard(built, layout, dp_mesh)

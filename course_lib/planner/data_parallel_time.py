@@ -20,6 +20,7 @@ import math
 from course_lib.numbers import memory
 from course_lib.parallel import cost_model
 from course_lib.planner.inputs import Setup
+from course_lib.planner.recomputation import recomputed_share
 
 __all__ = ["data_parallel_time", "exposed_gathers"]
 
@@ -93,7 +94,8 @@ def data_parallel_time(s: Setup, local: float, compute: float) -> tuple[float, f
     scatter = _per_unit(grads, units, s.shard, group)
     replicas = _collective("all-reduce", grads / s.shard, s.dp * s.cp // s.shard,
                            _group(s, s.tp * s.pp * s.shard))
-    forward = per_micro * 2 / (8 if s.checkpointing else 6)
+    # forward 2, backward 4 and what recomputation runs again, of 6 N per token
+    forward = per_micro * 2 / (6 + 2 * recomputed_share(s))
     if s.zero < 3:
         # Gradients reduce-scattered in the last backward pass; the weights gathered in
         # the next step's first forward pass, unit by unit, prefetched.

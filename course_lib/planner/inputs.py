@@ -36,9 +36,9 @@ from course_lib.planner import texts
 from course_lib.planner.presets import (CUSTOM_GPU_LINKS, GPUS, KEY_OF_LINK, LINK_KEYS,
                                         LINKS, PEAK_DTYPE, PRESETS, Preset)
 
-__all__ = ["CUSTOM", "FIELDS", "GPUS", "LINK_KEYS", "MAX_GPUS", "PEAK_DTYPE", "PRESETS",
-           "Field", "Plan", "Preset", "Setup", "check", "divisors", "read_number",
-           "shown"]
+__all__ = ["CHECKPOINTING", "CUSTOM", "FIELDS", "GPUS", "LINK_KEYS", "MAX_GPUS",
+           "PEAK_DTYPE", "PRESETS", "Field", "Plan", "Preset", "Setup", "check", "divisors",
+           "read_number", "shown"]
 
 CUSTOM = "custom"
 #: The most GPUs a plan may use (2**20): a larger count is taken for a typing slip.
@@ -48,6 +48,9 @@ CUSTOM_GLOBAL_BATCH = 512
 #: Tokens per parameter of a custom model when no token count is given: Chinchilla's
 #: rule (Hoffmann et al. 2022, bibliography key hoffmann2022chinchilla).
 TOKENS_PER_PARAM = 20
+#: Activation checkpointing's settings (:mod:`course_lib.planner.recomputation`): none,
+#: full, or torchtitan's selective op-level policy; false and true stand for the first two.
+CHECKPOINTING = ("none", "full", "selective")
 
 
 Raw = Any  # a number, a text to read as one, or None for the default
@@ -83,6 +86,9 @@ class Plan:
     ``experts`` experts holding ``expert_params`` of the parameters (None: the preset's,
     else 1, 1, 0: dense). ``cp``: context parallelism, each sequence split over ``cp``
     GPUs; ``ep``: expert parallelism, the experts spread over ``ep`` GPUs.
+    ``checkpointing``: activation checkpointing, one of :data:`CHECKPOINTING` (``False``
+    and ``True`` stand for none and full): full keeps each layer's input, selective what
+    torchtitan's op-level policy keeps (:mod:`course_lib.planner.recomputation`).
 
     Used by the library's other modules.
     """
@@ -125,7 +131,7 @@ class Plan:
     edge_layers: Raw = None
     ep: Raw = 1
     micro_batches: Raw = None
-    checkpointing: Raw = False
+    checkpointing: Raw = "none"
     flash_attention: Raw = True
     dropout: Raw = False
     global_batch: Raw = None
@@ -135,7 +141,8 @@ class Plan:
 
 @dataclass(frozen=True)
 class Field:
-    """One input: its kind (choice, whole, positive, nonneg, bool) and its range.
+    """One input: its kind (choice, whole, positive, nonneg, bool, or switch: a choice
+    whose first two values may be given as false and true) and its range.
 
     Used by the library's other modules.
     """
@@ -171,7 +178,7 @@ FIELDS: tuple[Field, ...] = (
     Field("cp", "whole", 1, 1024),
     Field("pp", "whole", 1, 100_000), Field("virtual_stages", "whole", 1, 100_000),
     Field("edge_layers", "whole", 1, 100_000), Field("ep", "whole", 1, 100_000),
-    Field("micro_batches", "whole", 1, 1_000_000_000), Field("checkpointing", "bool"),
+    Field("micro_batches", "whole", 1, 1_000_000_000), Field("checkpointing", "switch"),
     Field("flash_attention", "bool"), Field("dropout", "bool"),
     Field("global_batch", "whole", 1, 1_000_000_000),
     Field("tokens", "positive", 0, 10**18), Field("mfu", "positive", 0, 1),
@@ -186,7 +193,8 @@ def choices(name: str) -> list[str]:
     return {"model": [*PRESETS, CUSTOM], "precision": list(memory.PRECISIONS),
             "optimizer": list(memory.OPTIMIZERS), "gpu": [*GPUS, CUSTOM],
             "node_link": [*LINK_KEYS, CUSTOM],
-            "network_link": [*LINK_KEYS, CUSTOM]}[name]
+            "network_link": [*LINK_KEYS, CUSTOM],
+            "checkpointing": list(CHECKPOINTING)}[name]
 
 
 _NUMBER = re.compile(
@@ -271,11 +279,14 @@ def _read(field: Field, value: Raw, language: str) -> Any:
         return ValueError(texts.text(key, language, what=what,
                                      value=shown(value, language), **values))
 
-    if field.kind == "choice":
+    if field.kind in ("choice", "switch"):
         options = choices(field.name)
+        if field.kind == "switch" and isinstance(value, bool):
+            return options[int(value)]
         key = value.strip(_BLANK).lower() if isinstance(value, str) else None
         if key not in options:
-            raise refuse("plan_err_choice", options=", ".join(options))
+            raise refuse(f"plan_err_{field.kind}", options=", ".join(options),
+                         off=options[0], on=options[1])
         return key
     if field.kind == "bool":
         if not isinstance(value, bool):
@@ -335,7 +346,7 @@ class Setup:
     dp: int
     micro_batches: int
     micro_batch: int
-    checkpointing: bool
+    checkpointing: str
     flash_attention: bool
     dropout: bool
     global_batch: int

@@ -17,23 +17,27 @@ from the modules that teach it:
   the MLP and the dropout masks stay whole:
   :func:`~course_lib.numbers.memory.activation_bytes_per_tp_rank`), for the ``ceil(L /
   p)`` layers of the stage and the ``min(p, m)`` micro-batches 1F1B keeps in flight
-  (with checkpointing each layer keeps its input, split by ``t`` with sequence
-  parallelism only; one layer is recomputed at a time); the loss's FP32
-  log-probabilities when there is one stage; chapter 2's buffers; the CUDA context. It
-  fits if the tensors fit in the GPU's usable memory
+  (with full checkpointing each layer keeps its input, split by ``t`` with sequence
+  parallelism only; with selective checkpointing what torchtitan's op-level policy
+  keeps, :mod:`~course_lib.planner.recomputation`; one layer is recomputed at a time);
+  the loss's FP32 log-probabilities when there is one stage; chapter 2's buffers; the
+  CUDA context. It fits if the tensors fit in the GPU's usable memory
   (:attr:`~course_lib.numbers.memory.GPU.usable`). If not, :func:`cheapest_change`
-  tries, in order, a higher ZeRO stage, checkpointing, more tensor parallelism inside
-  the node, more pipeline stages and more nodes, and names the first that fits.
+  tries, in order, a higher ZeRO stage, selective checkpointing, full checkpointing,
+  more tensor parallelism inside the node, more pipeline stages and more nodes, and names
+  the first that fits.
 * **Time per step**: compute ``6 N T / (G * peak * MFU)`` for ``T`` tokens per step on
   ``G`` GPUs (chapter 10's :func:`~course_lib.hardware.roofline.training_flops`), plus
-  ``2 N T`` when checkpointing recomputes the forward pass, plus attention's score and
-  value products (:func:`attention_flops`: causal and fused, ``6 l h s`` per token,
+  ``2 N T`` when full checkpointing recomputes the forward pass (selective: the share
+  of the products its policy does not keep), plus attention's score and value products
+  (:func:`attention_flops`: causal and fused, ``6 l h s`` per token,
   half of PaLM's ``12 l h s``; unfused, the full square), each product paying its HBM
   traffic on top (chapter 10's roofline, from its shape after tensor parallelism:
   :mod:`~course_lib.planner.compute_time`), and the memory-bound work of the saved
   activations; tensor parallelism's
-  all-reduces, four per layer and micro-batch (six with recomputation) of ``s b h``
-  activations on the node's link; pipeline sends, one activation and one gradient per
+  all-reduces, four per layer and micro-batch (six with full recomputation, five with
+  selective) of ``s b h`` activations on the node's link; pipeline sends, one activation
+  and one gradient per
   micro-batch (``s b h / t`` each, on the node's link when the pipeline fits in a node,
   else the network); the bubble ``(p - 1) / (m + p - 1)`` of chapter 11's
   :func:`~course_lib.parallel.pipeline.theoretical_bubble`; data parallelism's
@@ -86,7 +90,7 @@ from typing import Any
 from course_lib.hardware import roofline
 from course_lib.numbers import memory
 from course_lib.parallel import context_parallel, cost_model, pipeline
-from course_lib.planner import compute_time
+from course_lib.planner import compute_time, recomputation
 from course_lib.planner.data_parallel_time import data_parallel_time
 from course_lib.planner.inputs import MAX_GPUS, Plan, Raw, Setup, check
 
@@ -198,14 +202,6 @@ def _saved_per_layer(s: Setup) -> float:
         s.dropout, not s.flash_attention, kv_heads=s.kv_heads, mlp=s.mlp) / s.cp
 
 
-def _kept_per_layer(s: Setup) -> float:
-    """Bytes a checkpointed layer keeps per micro-batch on one GPU: its input, split by
-    tensor parallelism only with sequence parallelism."""
-    e = memory.PRECISIONS[s.precision].activation_bytes
-    return (s.seq_len * s.micro_batch * s.hidden * e / (s.tp if s.sequence_parallel else 1)
-            / s.cp)
-
-
 def fsdp_buffers(s: Setup) -> float:
     """What full sharding holds beyond chapter 2's two gathered layers, measured on fake
     ranks (chapter 9): the root unit (embedding and head, one of them on a pipeline's
@@ -253,10 +249,10 @@ def memory_per_gpu(s: Setup) -> Memory:
         host, optimizer = optimizer, 0.0
     per_layer = _saved_per_layer(s)
     held = in_flight(s)
-    if s.checkpointing:
-        activations = held * s.edge_layers * _kept_per_layer(s) + per_layer
-    else:
+    if s.checkpointing == "none":
         activations = held * s.edge_layers * per_layer
+    else:
+        activations = held * s.edge_layers * recomputation.kept_per_layer(s) + per_layer
     if s.pp == 1:
         activations += s.micro_batch * s.seq_len * s.vocab * 4 / s.tp / s.cp
     # Chapter 2's two gathered layers (ZeRO 3) are split by tensor parallelism too.
@@ -273,8 +269,8 @@ def memory_per_gpu(s: Setup) -> Memory:
 
 @dataclass(frozen=True)
 class Change:
-    """One change to a plan: its kind (zero, checkpointing, tp, pp, nodes), from what to
-    what.
+    """One change to a plan: its kind (zero, selective, checkpointing, full, tp, pp,
+    nodes), from what to what.
 
     Chapter 2, *The memory wall*.
     """
@@ -288,17 +284,21 @@ class Change:
 def cheapest_change(spec: Plan, s: Setup, language: str = "en") -> Change | None:
     """The first change that makes ``spec`` fit, in the order of their cost, or None.
 
-    A higher ZeRO stage (communication only), activation checkpointing (a third more
-    compute), a larger tensor-parallel degree inside the node (NVLink traffic), more
-    pipeline stages (a larger bubble), twice, four times, ... the nodes (more GPUs).
-    Each is tried alone.
+    A higher ZeRO stage (communication only), selective activation checkpointing (some
+    products and the elementwise work again), full checkpointing (a third more compute;
+    ``full`` when the plan has selective), a larger tensor-parallel degree inside the
+    node (NVLink traffic), more pipeline stages (a larger bubble), twice, four times, ...
+    the nodes (more GPUs). Each is tried alone.
 
     Chapter 2, *The memory wall*.
     """
     candidates: list[tuple[str, int, int, dict[str, Any]]] = []
     candidates += [("zero", s.zero, z, {"zero": z}) for z in range(s.zero + 1, 4)]
-    if not s.checkpointing:
+    if s.checkpointing == "none":
+        candidates.append(("selective", 0, 1, {"checkpointing": "selective"}))
         candidates.append(("checkpointing", 0, 1, {"checkpointing": True}))
+    elif s.checkpointing == "selective":
+        candidates.append(("full", 0, 1, {"checkpointing": True}))
     t = s.tp * 2
     while t <= s.gpus_per_node:
         candidates.append(("tp", s.tp, t, {"tp": t}))
@@ -355,7 +355,8 @@ class StepTime:
 
 
 #: Passes over HBM of every activation a layer saves (written in the forward, read in the
-#: backward pass); activation checkpointing writes them once more when it recomputes.
+#: backward pass); full checkpointing writes them once more when it recomputes, selective
+#: the ones its policy does not keep.
 HBM_PASSES = 2
 
 
@@ -372,11 +373,13 @@ def attention_flops(s: Setup) -> float:
     (flash attention's backward recomputes the scores inside the kernel). Context
     parallelism balances the causal work over its GPUs and tensor parallelism splits
     the heads, so the total is divided over the GPUs with the rest of the compute.
+    Selective checkpointing keeps fused attention's output: no forward pass again.
 
     Chapter 2, *The memory wall*.
     """
     head_width = s.heads * (s.hidden // s.heads)
-    passes = 4 if s.checkpointing else 3  # forward, backward (two), recomputed forward
+    # forward, backward (two), recomputed forward
+    passes = 4 if recomputation.recomputes_attention(s) else 3
     per_token = float(passes * 4 * s.layers * head_width * s.seq_len)
     if s.flash_attention:
         per_token /= 2  # the causal mask's upper half is never computed
@@ -386,22 +389,24 @@ def attention_flops(s: Setup) -> float:
 def _compute(s: Setup) -> tuple[float, float]:
     """The busiest GPU's seconds of computing in one step, and the memory-bound part.
 
-    Matrix products: ``6 N T`` (``8 N T`` with recomputation) and attention's
+    Matrix products: ``6 N T`` (``8 N T`` with full recomputation, ``(6 + 2 x) N T``
+    with selective, ``x`` the share of the products it runs again) and attention's
     (:func:`attention_flops`) over the GPUs at ``mfu`` of the peak, times the busiest
     stage's layers over the average, plus each product's HBM traffic at the GPU's
     bandwidth (chapter 10's roofline, product by product from its shape:
     :mod:`~course_lib.planner.compute_time`). Memory-bound work besides
     (normalisations, activations, softmax, dropout; chapter 10's roofline puts them
     under the bandwidth roof): every saved activation of chapter 2's estimate crosses
-    HBM :data:`HBM_PASSES` times (three with recomputation), and the loss's FP32 logits
-    too on one stage. ``memory_bound`` is both: the products' bytes and this work.
+    HBM :data:`HBM_PASSES` times (three with full recomputation; selective writes once
+    more those its policy does not keep), and the loss's FP32 logits too on one stage.
+    ``memory_bound`` is both: the products' bytes and this work.
     Their share falls as ``1 / h`` (and a product's, as its smallest dimension grows),
     so per-GPU throughput rises with the model's width.
     """
     tokens = s.global_batch * s.seq_len
     active = active_params(s)
     work = roofline.training_flops(active, tokens)
-    work += 2 * active * tokens if s.checkpointing else 0.0
+    work += 2 * active * tokens * recomputation.recomputed_share(s)
     attention = attention_flops(s)
     busiest = max(s.edge_layers, s.middle_layers)
     scale = busiest * s.pp / s.layers / (s.gpus * s.peak * s.mfu)
@@ -411,8 +416,12 @@ def _compute(s: Setup) -> tuple[float, float]:
     saved = _saved_per_layer(s) * busiest
     if s.pp == 1:
         saved += s.micro_batch * s.seq_len * s.vocab * 4 / s.tp / s.cp
-    passes = HBM_PASSES + (1 if s.checkpointing else 0)
+    passes = HBM_PASSES + (1 if s.checkpointing == "full" else 0)
     bound = s.micro_batches * passes * saved / s.hbm + traffic
+    if s.checkpointing == "selective":
+        e = memory.PRECISIONS[s.precision].activation_bytes
+        kept = recomputation.selective_widths(s)[0] * s.seq_len * s.micro_batch * e / s.cp
+        bound += s.micro_batches * busiest * (_saved_per_layer(s) - kept) / s.hbm
     return arithmetic + bound, bound
 
 
@@ -452,13 +461,13 @@ def _context_and_experts(s: Setup) -> tuple[float, float]:
         link = s.node_link if s.tp * s.cp <= s.gpus_per_node else s.network_link
         gathered = context_parallel_bytes(s) / (s.cp - 1) * s.cp
         each = cost_model.ring_time("all-gather", gathered, s.cp, link)
-        cp = layers * (3 if s.checkpointing else 2) * each
+        cp = layers * (2 if s.checkpointing == "none" else 3) * each
     if s.ep > 1:
         link = s.node_link if s.tp * s.ep <= s.gpus_per_node else s.network_link
         # Pairwise exchange: ep - 1 steps, what an all-gather of as many bytes takes.
         each = cost_model.ring_time("all-gather", expert_parallel_bytes(s) * s.ep
                                     / (s.ep - 1), s.ep, link)
-        ep = layers * (6 if s.checkpointing else 4) * each
+        ep = layers * (4 if s.checkpointing == "none" else 6) * each
     return cp, ep
 
 
@@ -473,8 +482,8 @@ def step_time(s: Setup) -> StepTime:
     message = s.seq_len // s.cp * s.micro_batch * s.hidden * precision.activation_bytes
     all_reduce = cost_model.ring_time("all-reduce", message, s.tp, s.node_link)
     layers_here = max(s.edge_layers, s.middle_layers)
-    tp = (layers_here * s.micro_batches * (6 if s.checkpointing else 4) * all_reduce
-          * (1 - s.tp_overlap))
+    tp = (layers_here * s.micro_batches * recomputation.tensor_parallel_passes(s)
+          * all_reduce * (1 - s.tp_overlap))
     pp = 0.0
     if s.pp > 1:
         link = s.node_link if s.tp * s.pp <= s.gpus_per_node else s.network_link

@@ -1,10 +1,10 @@
 /*
  * The course's training planner in JavaScript: the same model as course_lib/planner/
  * (inputs.py's checks, model.py's memory, cheapest change and step time,
- * compute_time.py's products, and the pieces of memory.py, cost_model.py, pipeline.py,
- * context_parallel.py and roofline.py they use), function for
- * function, so that the planner answers in the page -- JupyterLab, Colab, the static
- * book -- with no kernel.
+ * compute_time.py's products, recomputation.py's checkpointing, and the pieces of
+ * memory.py, cost_model.py, pipeline.py, context_parallel.py and roofline.py they use),
+ * function for function, so that the planner answers in the page -- JupyterLab, Colab,
+ * the static book -- with no kernel.
  *
  * It holds no number and no word of its own: every table (presets, GPUs, links,
  * precisions, optimizers, limits, constants) and every text (English and Dutch) comes
@@ -127,11 +127,15 @@
       for (var k in values) all[k] = values[k];
       return planError(text(T, language, key, all));
     }
-    if (field.kind === "choice") {
+    if (field.kind === "choice" || field.kind === "switch") {
       var options = T.choices[field.name];
+      if (field.kind === "switch" && typeof value === "boolean") {
+        return options[value ? 1 : 0];
+      }
       var key = typeof value === "string" ? strip(value).toLowerCase() : null;
       if (options.indexOf(key) < 0) {
-        throw refuse("plan_err_choice", { options: options.join(", ") });
+        throw refuse("plan_err_" + field.kind,
+          { options: options.join(", "), off: options[0], on: options[1] });
       }
       return key;
     }
@@ -524,6 +528,63 @@
       s.sequence_parallel, e, 1, s.dropout, !s.flash_attention, s.kv_heads, s.mlp) / s.cp;
   }
 
+  // ----------------------------------------------------------------------------------
+  // Activation checkpointing: none, full, or torchtitan's selective policy
+  // (recomputation.py)
+  // -----------------------------------------------------------------------------------
+
+  /** recomputation.selective_widths: [kept that a layer saves anyway, kept beyond], per
+   * token in elements. */
+  function selectiveWidths(s) {
+    var h = s.hidden, t = s.tp;
+    var r = s.kv_heads / s.heads;
+    var products, beyond;
+    if (s.mlp) {
+      products = h + h * r + s.mlp;
+      beyond = h;
+    } else {
+      products = h * (1 + 2 * r) + 4 * h;
+      beyond = 0;
+    }
+    var attention = s.flash_attention ? h : 0;
+    if (s.sequence_parallel && t > 1) beyond += 2 * h / t;
+    var split = s.sequence_parallel ? t : 1;
+    return [h / split + (products + attention) / t, beyond];
+  }
+
+  /** recomputation.kept_per_layer: the input (full), or what the policy keeps. */
+  function keptPerLayer(s, T) {
+    var e = T.precisions[s.precision].activation_bytes;
+    if (s.checkpointing === "full") {
+      return s.seq_len * s.micro_batch * s.hidden * e /
+        (s.sequence_parallel ? s.tp : 1) / s.cp;
+    }
+    var widths = selectiveWidths(s);
+    return s.seq_len * s.micro_batch * (widths[0] + widths[1]) * e / s.cp;
+  }
+
+  /** recomputation.recomputed_share: the share of the products run again. */
+  function recomputedShare(s) {
+    if (s.checkpointing !== "selective") return s.checkpointing === "full" ? 1 : 0;
+    var r = s.kv_heads / s.heads;
+    if (s.mlp) {
+      var m = s.mlp / s.hidden;
+      return (r + 1 + m) / (2 + 2 * r + 3 * m);
+    }
+    return 5 / (10 + 2 * r);
+  }
+
+  /** recomputation.recomputes_attention. */
+  function recomputesAttention(s) {
+    return s.checkpointing === "full" ||
+      (s.checkpointing === "selective" && !s.flash_attention);
+  }
+
+  /** recomputation.tensor_parallel_passes: 4, 6 (full) or 5 (selective). */
+  function tensorParallelPasses(s) {
+    return { none: 4, full: 6, selective: 5 }[s.checkpointing];
+  }
+
   function inFlight(s) {
     var p = s.pp, v = s.virtual_stages;
     var held = v === 1 ? p : Math.ceil((1 + (p - 1) / (p * v)) * p);
@@ -558,16 +619,13 @@
     }
     var host = 0;
     if (s.offload) { host = optimizer; optimizer = 0; }
-    var e = T.precisions[s.precision].activation_bytes;
     var perLayer = savedPerLayer(s, T);
     var held = inFlight(s);
     var activations;
-    if (s.checkpointing) {
-      var kept = s.seq_len * s.micro_batch * s.hidden * e /
-        (s.sequence_parallel ? s.tp : 1) / s.cp;
-      activations = held * s.edge_layers * kept + perLayer;
-    } else {
+    if (s.checkpointing === "none") {
       activations = held * s.edge_layers * perLayer;
+    } else {
+      activations = held * s.edge_layers * keptPerLayer(s, T) + perLayer;
     }
     if (s.pp === 1) {
       activations += s.micro_batch * s.seq_len * s.vocab * 4 / s.tp / s.cp;
@@ -588,8 +646,11 @@
     for (var z = s.zero + 1; z < 4; z++) {
       candidates.push(["zero", s.zero, z, { zero: z }]);
     }
-    if (!s.checkpointing) {
+    if (s.checkpointing === "none") {
+      candidates.push(["selective", 0, 1, { checkpointing: "selective" }]);
       candidates.push(["checkpointing", 0, 1, { checkpointing: true }]);
+    } else if (s.checkpointing === "selective") {
+      candidates.push(["full", 0, 1, { checkpointing: true }]);
     }
     for (var t = s.tp * 2; t <= s.gpus_per_node; t *= 2) {
       candidates.push(["tp", s.tp, t, { tp: t }]);
@@ -663,7 +724,7 @@
     var scatter = perUnit(grads, units, s.shard, g);
     var replicas = collective("all-reduce", grads / s.shard, s.dp * s.cp / s.shard,
       groupCluster(s, s.tp * s.pp * s.shard), T);
-    var forward = perMicro * 2 / (s.checkpointing ? 8 : 6);
+    var forward = perMicro * 2 / (6 + 2 * recomputedShare(s));
     if (s.zero < 3) {
       return [scatter + replicas + gather,
         Math.max(0, scatter + replicas - lastBackward) +
@@ -680,7 +741,7 @@
    * (forward, backward twice, recomputed forward), half of it causal and fused. */
   function attentionFlops(s) {
     var headWidth = s.heads * Math.floor(s.hidden / s.heads);
-    var passes = s.checkpointing ? 4 : 3;
+    var passes = recomputesAttention(s) ? 4 : 3;
     var perToken = passes * 4 * s.layers * headWidth * s.seq_len;
     if (s.flash_attention) perToken /= 2;
     return perToken * s.global_batch * s.seq_len;
@@ -741,8 +802,7 @@
   function computeTime(s, T) {
     var tokens = s.global_batch * s.seq_len;
     var active = activeParams(s);
-    var work = trainingFlops(active, tokens) +
-      (s.checkpointing ? 2 * active * tokens : 0);
+    var work = trainingFlops(active, tokens) + 2 * active * tokens * recomputedShare(s);
     var attention = attentionFlops(s);
     var busiest = Math.max(s.edge_layers, s.middle_layers);
     var scale = busiest * s.pp / s.layers / (s.gpus * s.peak * s.mfu);
@@ -753,8 +813,12 @@
     var traffic = (work * denseBytes + attention * attentionBytes) * scale;
     var saved = savedPerLayer(s, T) * busiest;
     if (s.pp === 1) saved += s.micro_batch * s.seq_len * s.vocab * 4 / s.tp / s.cp;
-    var passes = T.constants.hbm_passes + (s.checkpointing ? 1 : 0);
+    var passes = T.constants.hbm_passes + (s.checkpointing === "full" ? 1 : 0);
     var bound = s.micro_batches * passes * saved / s.hbm + traffic;
+    if (s.checkpointing === "selective") {
+      var kept = selectiveWidths(s)[0] * s.seq_len * s.micro_batch * e / s.cp;
+      bound += s.micro_batches * busiest * (savedPerLayer(s, T) - kept) / s.hbm;
+    }
     return [arithmetic + bound, bound];
   }
 
@@ -780,13 +844,14 @@
     if (s.cp > 1) {
       link = s.tp * s.cp <= s.gpus_per_node ? s.node_link : s.network_link;
       var gathered = contextParallelBytes(s, T) / (s.cp - 1) * s.cp;
-      cp = layers * (s.checkpointing ? 3 : 2) *
+      cp = layers * (s.checkpointing === "none" ? 2 : 3) *
         ringTime("all-gather", gathered, s.cp, link);
     }
     if (s.ep > 1) {
       link = s.tp * s.ep <= s.gpus_per_node ? s.node_link : s.network_link;
       var sent = expertParallelBytes(s, T) * s.ep / (s.ep - 1);
-      ep = layers * (s.checkpointing ? 6 : 4) * ringTime("all-gather", sent, s.ep, link);
+      ep = layers * (s.checkpointing === "none" ? 4 : 6) *
+        ringTime("all-gather", sent, s.ep, link);
     }
     return [cp, ep];
   }
@@ -798,7 +863,7 @@
       precision.activation_bytes;
     var allReduce = ringTime("all-reduce", message, s.tp, s.node_link);
     var layersHere = Math.max(s.edge_layers, s.middle_layers);
-    var tp = layersHere * s.micro_batches * (s.checkpointing ? 6 : 4) * allReduce *
+    var tp = layersHere * s.micro_batches * tensorParallelPasses(s) * allReduce *
       (1 - s.tp_overlap);
     var pp = 0;
     if (s.pp > 1) {
@@ -936,6 +1001,8 @@
   /** The words an option shows: a preset's, GPU's or link's name, else its value. */
   View.prototype.optionText = function (name, option) {
     if (option === "custom") return this.t("plan_custom");
+    var own = "plan_option_" + name + "_" + option;
+    if (this.T.texts.en[own] !== undefined) return this.t(own);
     if (name === "model") return this.T.presets[option].name;
     if (name === "gpu") return this.T.gpus[option].name;
     var link = name === "node_link" || name === "network_link";
@@ -954,11 +1021,15 @@
     if (field.kind === "bool") {
       html = tag("input",
         { id: id, type: "checkbox", "data-field": name, checked: !!value });
-    } else if (field.kind === "choice" || name === "zero") {
+    } else if (field.kind === "choice" || field.kind === "switch" || name === "zero") {
       var options = name === "zero" ? ["0", "1", "2", "3"] : this.T.choices[name];
       var pairs = options.map(function (o) { return [o, self.optionText(name, o)]; });
       if (name === "node_link") pairs.unshift(["", this.t("plan_auto")]);
       var selected = value === null ? "" : String(value);
+      if (field.kind === "switch") {  // true and false name the first two settings
+        selected = typeof value === "boolean" ? options[value ? 1 : 0]
+          : strip(selected).toLowerCase();
+      }
       html = tag("select", { id: id, "data-field": name }, pairs.map(function (o) {
         return tag("option", { value: o[0], selected: o[0] === selected }, esc(o[1]));
       }).join(""));
@@ -1168,7 +1239,8 @@
     }
     if (s.ep > 1) {
       var epLink = s.tp * s.ep <= s.gpus_per_node ? s.node_link : s.network_link;
-      out.ep = t("plan_ep_traffic", { ep: s.ep, count: s.checkpointing ? 6 : 4,
+      out.ep = t("plan_ep_traffic", { ep: s.ep,
+        count: s.checkpointing === "none" ? 4 : 6,
         mb: dec(time.ep_bytes / 1e6, 1), link: epLink.name, seconds: dec(time.ep, 3),
         active: short(activeParams(s)), params: short(s.params) });
     }

@@ -26,6 +26,9 @@ REFUSALS_EN: dict[str, str] = {
     "plan_err_nonneg": "{what} must be a number from 0 to {high}, got {value}",
     "plan_err_bool": "{what} must be true or false, got {value}",
     "plan_err_choice": "unknown {what} {value}; valid values: {options}",
+    "plan_err_switch": (
+        "{what} must be one of {options} (false: {off}, true: {on}), got {value}"
+    ),
     "plan_err_missing": "a custom model needs its {what}: give it, or choose a preset",
     "plan_err_missing_gpu": (
         "a custom GPU needs its {what}: give it, or choose a GPU type"
@@ -153,6 +156,9 @@ REFUSALS_NL: dict[str, str] = {
     "plan_err_bool": "{what} moet waar of onwaar zijn (true of false), niet {value}",
     "plan_err_choice": (
         "onbekende waarde {value} voor {what}; geldige waarden: {options}"
+    ),
+    "plan_err_switch": (
+        "{what} moet een van {options} zijn (false: {off}, true: {on}), niet {value}"
     ),
     "plan_err_missing": (
         "een eigen model heeft {what} nodig: vul het in, of kies een bekend model"

@@ -78,8 +78,16 @@ _WEAK = ("per-GPU throughput rises with model size in the paper; in the planner 
          "rises less: the HBM traffic of each product (chapter 10's roofline, the "
          "unfused attention scores' the most) and the memory-bound work, shares that "
          "fall as the layers widen, account for part of that rise")
-_SELECTIVE = ("selective activation checkpointing is neither none nor full: the planner "
-              "takes none")
+_SELECTIVE = ("its selective op-level activation checkpointing planned as the planner's "
+              "checkpointing='selective' (torchtitan's policy at this commit, "
+              "course_lib.planner.recomputation)")
+_RESERVED = ("torchtitan's memory figure is the allocator's peak reserved memory, the "
+             "planner's the tensors it counts: the gap is about the same at 8 and at 128 "
+             "GPUs, no share of the sharded states; left out are the logits beyond the "
+             "one FP32 copy the planner counts (torchtitan's train.py computes them in "
+             "BF16, 3.9 GiB for 2 x 8,192 x 128,256, and the loss on an FP32 copy, with "
+             "their gradients), temporaries at the peak and the blocks the allocator "
+             "keeps cached")
 _NO_OVERLAP = ("not identified: FSDP's gathers hide behind compute in the planner, "
                "as they should; under-predicted like the A100 runs with "
                "checkpointing above")
@@ -184,7 +192,7 @@ _LLAMA_SHAPES = {"llama3-8b": (8.03e9, 32, 4096, 32, 8, 128256, 8192, 14336),
                  "llama2-70b": (68.98e9, 80, 8192, 64, 8, 32000, 4096, 28672)}
 
 
-def _llama(key: str, gpu: str, gpus: int, local_batch: int, checkpointing: bool,
+def _llama(key: str, gpu: str, gpus: int, local_batch: int, checkpointing: bool | str,
            **more: Any) -> dict[str, Any]:
     """A Llama model under FSDP (ZeRO 3) with ``local_batch`` sequences per GPU."""
     params, layers, hidden, heads, kv_heads, vocab, seq, mlp = _LLAMA_SHAPES[key]
@@ -298,8 +306,8 @@ RUNS: tuple[Run, ...] = (
     _mpt("13b", 12853954560, "a100-40", 128, 16, 1, 2048, True, 1972),
     _mpt("7b", 6658859008, "a100-40", 128, 18, 1, 2304, True, 3623),
     _titan("torchtitan Llama 3 8B, 64 A100, selective op AC", "'Llama 3 performance "
-           "numbers', row 2", _llama("llama3-8b", "a100-80", 64, 1, False),
-           "tokens_per_s", 2973, f"{_TITAN_A100}; {_NET_A100}", _SELECTIVE),
+           "numbers', row 2", _llama("llama3-8b", "a100-80", 64, 1, "selective"),
+           "tokens_per_s", 2973, f"{_TITAN_A100}; {_NET_A100}; {_SELECTIVE}"),
     _titan("torchtitan Llama 3 70B, 64 A100, full AC", "'Llama 3 performance "
            "numbers', row 3", _llama("llama3-70b", "a100-80", 64, 1, True),
            "tokens_per_s", 331, f"{_TITAN_A100}; {_NET_A100}", _NO_OVERLAP),
@@ -310,12 +318,12 @@ RUNS: tuple[Run, ...] = (
            "row 5", _llama("llama2-70b", "a100-80", 64, 2, True), "tokens_per_s", 353,
            f"{_TITAN_A100}; {_NET_A100}", _NO_OVERLAP),
     _titan("torchtitan Llama 2 70B, 64 A100, selective op AC, batch 1", "'Llama 2 "
-           "performance numbers', row 4", _llama("llama2-70b", "a100-80", 64, 1, False),
-           "tokens_per_s", 355, f"{_TITAN_A100}; {_NET_A100}", _SELECTIVE),
+           "performance numbers', row 4", _llama("llama2-70b", "a100-80", 64, 1, "selective"),
+           "tokens_per_s", 355, f"{_TITAN_A100}; {_NET_A100}; {_SELECTIVE}"),
     _titan("torchtitan Llama 2 70B, 64 A100, selective AC, batch 2: out of memory",
            "'Llama 2 performance numbers', footnote 1",
-           _llama("llama2-70b", "a100-80", 64, 2, False), "fits", False,
-           f"{_TITAN_A100}; {_NET_A100}", _SELECTIVE),
+           _llama("llama2-70b", "a100-80", 64, 2, "selective"), "fits", False,
+           f"{_TITAN_A100}; {_NET_A100}; {_SELECTIVE}"),
     _titan("torchtitan Llama 3.1 405B, 128 H100, FSDP + TP 8", "'Llama 3.1 performance "
            "numbers', row 1", dict(model="llama3-405b", gpu="h100", gpu_memory_gb=94,
                                    network_link="ib-ndr", nodes=16, tp=8, zero=3,
@@ -332,19 +340,19 @@ RUNS: tuple[Run, ...] = (
            "fits", False, "'We do see OOM for 1D parallelism (FSDP2)' read from "
            "docs/performance.md; local batch 2 (the 2D run's) assumed"),
     _titan("torchtitan Llama 3.1 8B, 8 H100, FSDP", "Table 1, row 1",
-           _llama("llama3-8b", "h100", 8, 2, False, gpu_memory_gb=96), "tokens_per_s",
-           5762, _TITAN_H100, "the GPUs ran at 500 W, below the datasheet's clocks; "
-           + _SELECTIVE),
+           _llama("llama3-8b", "h100", 8, 2, "selective", gpu_memory_gb=96), "tokens_per_s",
+           5762, f"{_TITAN_H100}; {_SELECTIVE}",
+           "the GPUs ran at 500 W, below the datasheet's clocks"),
     _titan("torchtitan Llama 3.1 8B, 128 H100, FSDP", "Table 3, row 1",
-           _llama("llama3-8b", "h100", 128, 2, False, gpu_memory_gb=96), "tokens_per_s",
-           5605, _TITAN_H100, "the GPUs ran at 500 W, below the datasheet's clocks, "
-           "as in the 8-GPU row; " + _SELECTIVE),
+           _llama("llama3-8b", "h100", 128, 2, "selective", gpu_memory_gb=96), "tokens_per_s",
+           5605, f"{_TITAN_H100}; {_SELECTIVE}",
+           "the GPUs ran at 500 W, below the datasheet's clocks, as in the 8-GPU row"),
     _titan("torchtitan Llama 3.1 8B, 8 H100, FSDP: memory", "Table 1, row 1",
-           _llama("llama3-8b", "h100", 8, 2, False, gpu_memory_gb=96), "memory_gib",
-           82.4, _TITAN_H100, _SELECTIVE),
+           _llama("llama3-8b", "h100", 8, 2, "selective", gpu_memory_gb=96), "memory_gib",
+           82.4, f"{_TITAN_H100}; {_SELECTIVE}", _RESERVED),
     _titan("torchtitan Llama 3.1 8B, 128 H100, FSDP: memory", "Table 3, row 1",
-           _llama("llama3-8b", "h100", 128, 2, False, gpu_memory_gb=96), "memory_gib",
-           67.0, _TITAN_H100, _SELECTIVE),
+           _llama("llama3-8b", "h100", 128, 2, "selective", gpu_memory_gb=96), "memory_gib",
+           67.0, f"{_TITAN_H100}; {_SELECTIVE}", _RESERVED),
 )
 
 #: The runs the one calibration (the planner's ``mfu``, the efficiency of the matrix

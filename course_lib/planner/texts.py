@@ -111,6 +111,9 @@ _WORDS_EN: dict[str, str] = {
     "plan_label_mfu": "MFU of the matrix products",
     "plan_custom": "custom",
     "plan_auto": "(auto)",
+    "plan_option_checkpointing_none": "none",
+    "plan_option_checkpointing_full": "full (each layer keeps its input)",
+    "plan_option_checkpointing_selective": "selective (torchtitan's op-level policy)",
     "plan_heading_model": "Model and data",
     "plan_heading_hardware": "Hardware",
     "plan_heading_strategy": "Strategy",
@@ -133,6 +136,13 @@ _WORDS_EN: dict[str, str] = {
     "plan_change_zero": "cheapest change that fits: ZeRO stage {start} to {end}",
     "plan_change_checkpointing": (
         "cheapest change that fits: turn activation checkpointing on"
+    ),
+    "plan_change_selective": (
+        "cheapest change that fits: turn selective activation checkpointing on "
+        "(torchtitan's op-level policy)"
+    ),
+    "plan_change_full": (
+        "cheapest change that fits: full activation checkpointing instead of selective"
     ),
     "plan_change_tp": (
         "cheapest change that fits: tensor-parallel degree {start} to {end}"
@@ -290,6 +300,9 @@ _WORDS_NL: dict[str, str] = {
     "plan_label_mfu": "MFU van de matrixproducten",
     "plan_custom": "zelf invullen",
     "plan_auto": "(automatisch)",
+    "plan_option_checkpointing_none": "geen",
+    "plan_option_checkpointing_full": "volledig (elke laag bewaart zijn invoer)",
+    "plan_option_checkpointing_selective": "selectief (torchtitans beleid per operatie)",
     "plan_heading_model": "Model en data",
     "plan_heading_hardware": "De hardware",
     "plan_heading_strategy": "Strategie",
@@ -314,6 +327,14 @@ _WORDS_NL: dict[str, str] = {
     "plan_change_zero": "goedkoopste wijziging die past: ZeRO-stage {start} naar {end}",
     "plan_change_checkpointing": (
         "goedkoopste wijziging die past: zet activatie-checkpointing aan"
+    ),
+    "plan_change_selective": (
+        "goedkoopste wijziging die past: zet selectieve activatie-checkpointing aan "
+        "(torchtitans beleid per operatie)"
+    ),
+    "plan_change_full": (
+        "goedkoopste wijziging die past: volledige activatie-checkpointing in plaats "
+        "van selectieve"
     ),
     "plan_change_tp": (
         "goedkoopste wijziging die past: tensor-parallelle graad {start} naar {end}"

@@ -74,7 +74,7 @@ def js_tables() -> dict[str, Any]:
         "fields": [dataclasses.asdict(f) for f in inputs.FIELDS],
         "defaults": {f.name: f.default for f in dataclasses.fields(Plan)},
         "choices": {f.name: inputs.choices(f.name)
-                    for f in inputs.FIELDS if f.kind == "choice"},
+                    for f in inputs.FIELDS if f.kind in ("choice", "switch")},
         "presets": {key: {"name": p.name, "params": p.params,
                           "layers": p.shape.n_layers, "hidden": p.shape.hidden,
                           "heads": p.shape.n_heads, "vocab": p.shape.vocab,
