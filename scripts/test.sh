@@ -9,7 +9,8 @@
 # The tests run on two workers (pytest-xdist), each taking a whole test file or notebook at a
 # time, so that a module's fixtures are built once and a notebook's cells run in order, in the
 # order collected (tests/conftest.py puts the minutes-long wheel job first); one test process
-# uses about one core (rank launches, browsers and kernels wait on each other).
+# uses about one core (rank launches, browsers and kernels wait on each other), and torch in each
+# worker gets its share of the cores (OMP_NUM_THREADS).
 # COURSE_TEST_WORKERS=1 runs them in this process, one after another.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,5 +28,13 @@ workers=${COURSE_TEST_WORKERS:-2}
 parallel=()
 if [ "$workers" != 1 ]; then
   parallel=(-n "$workers" --dist loadfile --no-loadscope-reorder)
+  # Each worker, and each kernel, rank or Python it starts, computes on its share of the cores:
+  # two workers with torch's default of a thread per core keep twice as many threads as cores
+  # busy, and torch's threads wait for each other at every parallel region (a chapter's
+  # notebook took 3-4 times as long beside another). Set OMP_NUM_THREADS to choose otherwise.
+  if [ -z "${OMP_NUM_THREADS:-}" ]; then
+    cores=$(.venv/bin/python -c "import os; print(len(os.sched_getaffinity(0)))")
+    export OMP_NUM_THREADS=$(( cores / workers > 1 ? cores / workers : 1 ))
+  fi
 fi
 exec .venv/bin/python -m pytest ${parallel[@]+"${parallel[@]}"} "$@"
