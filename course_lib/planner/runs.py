@@ -65,8 +65,9 @@ _FOUNDRY = ("read from scripts/train/benchmarking/README.md (llm-foundry, commit
             "061f2c7); the shape from scripts/train/yamls/pretrain/mpt-*.yaml")
 _TITAN_A100 = ("read from docs/performance.md (torchtitan, commit 0413364, 64 A100 80GB)"
                "; Llama shapes from the models' published configurations")
-_TITAN_H100 = ("read from docs/performance.md (torchtitan, commit eaea6f6, H100 96GB at "
-               "500 W); Llama 3.1 8B's shape from its published configuration")
+_TITAN_H100 = ("read from docs/performance.md (torchtitan, commit eaea6f6: H100s with 96GB "
+               "of HBM2e at 2.4 TB/s, as it states, and a 500 W power limit); Llama 3.1 "
+               "8B's shape from its published configuration")
 _LLAMA3_TEXT = ("read from Table 4 of the paper's text (several conversions agree); "
                 "FSDP as section 3.3.2 describes it, as ZeRO 2; no checkpointing")
 _NET_A100 = "the network is not in the table: InfiniBand HDR assumed"
@@ -340,18 +341,24 @@ RUNS: tuple[Run, ...] = (
            "fits", False, "'We do see OOM for 1D parallelism (FSDP2)' read from "
            "docs/performance.md; local batch 2 (the 2D run's) assumed"),
     _titan("torchtitan Llama 3.1 8B, 8 H100, FSDP", "Table 1, row 1",
-           _llama("llama3-8b", "h100", 8, 2, "selective", gpu_memory_gb=96), "tokens_per_s",
+           _llama("llama3-8b", "h100", 8, 2, "selective", gpu_memory_gb=96,
+                  gpu_hbm_tbs=2.4), "tokens_per_s",
            5762, f"{_TITAN_H100}; {_SELECTIVE}",
-           "the GPUs ran at 500 W, below the datasheet's clocks"),
+           "the GPUs ran with a 500 W power limit, below the datasheet's clocks "
+           "(torchtitan: their peak lies between the H100 SXM's and NVL's, value "
+           "unknown); the planner takes the SXM's peak"),
     _titan("torchtitan Llama 3.1 8B, 128 H100, FSDP", "Table 3, row 1",
-           _llama("llama3-8b", "h100", 128, 2, "selective", gpu_memory_gb=96), "tokens_per_s",
+           _llama("llama3-8b", "h100", 128, 2, "selective", gpu_memory_gb=96,
+                  gpu_hbm_tbs=2.4), "tokens_per_s",
            5605, f"{_TITAN_H100}; {_SELECTIVE}",
            "the GPUs ran at 500 W, below the datasheet's clocks, as in the 8-GPU row"),
     _titan("torchtitan Llama 3.1 8B, 8 H100, FSDP: memory", "Table 1, row 1",
-           _llama("llama3-8b", "h100", 8, 2, "selective", gpu_memory_gb=96), "memory_gib",
+           _llama("llama3-8b", "h100", 8, 2, "selective", gpu_memory_gb=96,
+                  gpu_hbm_tbs=2.4), "memory_gib",
            82.4, f"{_TITAN_H100}; {_SELECTIVE}", _RESERVED),
     _titan("torchtitan Llama 3.1 8B, 128 H100, FSDP: memory", "Table 3, row 1",
-           _llama("llama3-8b", "h100", 128, 2, "selective", gpu_memory_gb=96), "memory_gib",
+           _llama("llama3-8b", "h100", 128, 2, "selective", gpu_memory_gb=96,
+                  gpu_hbm_tbs=2.4), "memory_gib",
            67.0, f"{_TITAN_H100}; {_SELECTIVE}", _RESERVED),
 )
 
