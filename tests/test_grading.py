@@ -5,6 +5,9 @@ from __future__ import annotations
 import contextlib
 import io
 import re
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import nbformat
@@ -61,9 +64,24 @@ def test_a_half_solved_notebook_grades_one_pass_one_not_yet(notebook):
         ("rank0_2d", "missing")]
     assert rows[0].feedback.startswith("Not done yet: column_shard")  # its solution was not graded
     assert notebook.read_bytes() == original  # the learner's file is never written
-    left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before and p.is_running()
-            and p.status() != psutil.STATUS_ZOMBIE]
+    left = started_since(before)
     assert not left, f"the grader left processes behind: {[p.cmdline() for p in left]}"
+
+
+def started_since(before: set[int]) -> list[psutil.Process]:
+    """This process's descendants still running that are not in ``before`` and were not started
+    by a process in ``before`` (a browser an earlier test of this worker keeps starts helpers of
+    its own at any time; the grader's kernel and what it starts are new, and still counted)."""
+    left = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.pid in before or any(a.pid in before for a in p.parents()):
+                continue
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                left.append(p)
+        except psutil.NoSuchProcess:
+            continue
+    return left
 
 
 def test_the_grade_command_prints_the_table_and_exits_0(notebook):
@@ -262,3 +280,28 @@ def test_learner_copies_over_a_corrupted_notebook_leave_it_as_it_is(tmp_path, ca
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "lab.ipynb" in err and "--force" in err
     assert (dst / "lab.ipynb").read_text() == '{"cells": [ half a learner\'s notebook'
+
+
+def test_the_leak_check_sees_a_new_process_and_not_an_older_ones_helper():
+    """``started_since`` can fail: a process started after ``before`` is named; one that an
+    older process starts meanwhile (a browser's helper) is not."""
+    older = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time; "
+                              "sys.stdin.readline(); subprocess.Popen(['sleep', '30']); "
+                              "time.sleep(30)"], stdin=subprocess.PIPE, text=True)
+    try:
+        before = {p.pid for p in psutil.Process().children(recursive=True)}
+        new = subprocess.Popen(["sleep", "30"])
+        older.stdin.write("go\n")
+        older.stdin.flush()
+        for _ in range(100):  # the older process's helper starts
+            if len(psutil.Process(older.pid).children()) == 1:
+                break
+            time.sleep(0.05)
+        assert [p.pid for p in started_since(before)] == [new.pid]
+        new.kill()
+        new.wait()
+    finally:
+        for p in psutil.Process(older.pid).children(recursive=True):
+            p.kill()
+        older.kill()
+        older.wait()
