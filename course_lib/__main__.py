@@ -85,8 +85,9 @@ _PLAN_SWITCHES = (
 
 #: The plan command's --checkpointing: alone, full; or one of the planner's settings, as typed.
 _PLAN_CHECKPOINTING = ("--checkpointing", "checkpointing", True,
-                       "activation checkpointing: full when given alone, or none, full or "
-                       "selective (torchtitan's op-level policy)")
+                       "activation checkpointing: full when given alone, or none, full, "
+                       "selective (torchtitan's op-level policy) or attention "
+                       "(Megatron-LM's selective: attention's scores recomputed)")
 
 
 def _join_negative_numbers(argv: Sequence[str] | None) -> list[str]:
@@ -260,7 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
                               default=None, help=text)
     flag, dest, value, text = _PLAN_CHECKPOINTING
     planning.add_argument(flag, dest=dest, action=_Once, nargs="?", const=value, default=None,
-                          metavar="{none,full,selective}", help=text)
+                          metavar="{none,full,selective,attention}", help=text)
     planning.add_argument("--language", action=_Once, default="en",
                           type=_name(i18n.LANGUAGES, "language"),
                           help="en (default) or nl")

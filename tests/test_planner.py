@@ -24,7 +24,7 @@ import pytest
 
 from course_lib.numbers import i18n, memory
 from course_lib.parallel import cost_model, pipeline
-from course_lib.planner import compute_time, inputs, model, report, texts, widget
+from course_lib.planner import compute_time, inputs, model, recomputation, report, texts, widget
 from course_lib.planner.inputs import PRESETS, Plan
 from course_lib.planner.model import plan
 
@@ -124,9 +124,9 @@ def _random_plan(rng: random.Random) -> dict:
     if p["zero"] and rng.random() < 0.25:
         p["shard"] = rng.choice([1, 2, 4, 8])
     p["offload"] = rng.random() < 0.2
-    r = rng.random()  # none, full, selective, as bools or as names
-    p["checkpointing"] = r < 0.3 if r < 0.55 else rng.choice(
-        ["selective", "selective", " Selective", "full", "none"])
+    r = rng.random()  # none, full, selective, attention, as bools or as names
+    p["checkpointing"] = r < 0.3 if r < 0.5 else rng.choice(
+        ["selective", "selective", " Selective", "full", "none", "attention", "Attention"])
     p["flash_attention"] = rng.random() < 0.8
     p["dropout"] = rng.random() < 0.3
     if rng.random() < 0.5:
@@ -347,7 +347,8 @@ def test_javascript_equals_python_on_hundreds_of_plans():
     assert len(js) == len(cases)
     kinds = {"result": 0, "error": 0, "fits": 0, "no fit": 0, "change": 0}
     spread = {"cp": 0, "ep": 0, "experts": 0, "kv_heads": 0, "tp without sp": 0,
-              "gated mlp": 0, "gelu mlp": 0, "none": 0, "full": 0, "selective": 0}
+              "gated mlp": 0, "gelu mlp": 0, "none": 0, "full": 0, "selective": 0,
+              "attention": 0}
     for (spec, language), got in zip(cases, js):
         want = _python(spec, language)
         assert "crash" not in got, (spec, got["crash"])
@@ -378,8 +379,8 @@ def test_javascript_equals_python_on_hundreds_of_plans():
         kinds["fits"] >= 50 and kinds["no fit"] >= 50 and kinds["change"] >= 20
     ), kinds
     # Context and expert parallelism, mixtures, grouped-query attention, tensor
-    # parallelism without sequence parallelism, both MLPs and full and selective
-    # checkpointing are drawn.
+    # parallelism without sequence parallelism, both MLPs and every checkpointing
+    # setting are drawn.
     assert min(spread.values()) >= 30, spread
 
 
@@ -523,7 +524,7 @@ def _planned_layer(name: str, tp: int, sp: bool, **wrong: object) -> float:
     setup = plan(model=name, seq_len=LLAMA_SEQ, gpus_per_node=8, tp=tp,
                  sequence_parallel=sp, global_batch=8 // tp).setup
     assert setup.micro_batch == 1 and setup.flash_attention and not setup.dropout
-    return model._saved_per_layer(dataclasses.replace(setup, **wrong))
+    return recomputation.saved_per_layer(dataclasses.replace(setup, **wrong))
 
 
 def _left_out(name: str, tp: int, sp: bool) -> float:
@@ -592,7 +593,7 @@ def test_a_gpt_block_still_counts_korthikanti_s_activations():
             layer = s * h * (34 if dropout else 32) + (
                 (5 if dropout else 2) * a * s * s if not flash else 0)
             whole = s * h * (10 if dropout else 8) if not sp else 0
-            assert model._saved_per_layer(setup) == pytest.approx(
+            assert recomputation.saved_per_layer(setup) == pytest.approx(
                 whole + (layer - whole) / tp, rel=1e-12), (key, tp, sp, flash, dropout)
 
 
@@ -605,8 +606,8 @@ def test_the_memory_bound_work_moves_the_model_s_own_activations():
     assert gated.memory.activations > gelu.memory.activations
     # Per layer and token, in units of e h: 12.5 + 28 (gate, up, SiLU, product of 3.5 h)
     # against 12.5 + 16 (GELU's input and output, 4 h each).
-    more = model._saved_per_layer(gated.setup) - model._saved_per_layer(gelu.setup)
-    assert (model._saved_per_layer(gated.setup) / model._saved_per_layer(gelu.setup)
+    more = recomputation.saved_per_layer(gated.setup) - recomputation.saved_per_layer(gelu.setup)
+    assert (recomputation.saved_per_layer(gated.setup) / recomputation.saved_per_layer(gelu.setup)
             == pytest.approx(40.5 / 28.5, rel=1e-12))
     s = gated.setup
     moved = s.micro_batches * model.HBM_PASSES * s.layers * more / s.hbm
@@ -871,7 +872,7 @@ def test_the_cheapest_change_is_the_first_that_fits():
         ),
         (
             {"checkpointing": "yes"},
-            "activation checkpointing must be one of none, full, selective (false: none, "
+            "activation checkpointing must be one of none, full, selective, attention (false: none, "
             "true: full), got 'yes'",
         ),
         ({"sequence_parallel": 1}, "sequence parallelism must be true or false, got 1"),

@@ -10,6 +10,10 @@ and torchtitan's selective op-level policy.
   miss.
 * The step pays for what selective recomputes, less than full; the cheapest change tries
   selective before full; a bad value is one line in English and in Dutch.
+* ``attention`` (Megatron-LM's selective recomputation) keeps Korthikanti et al.'s
+  ``34 s b h / t`` per layer with sequence parallelism and ``s b h (10 + 24 / t)``
+  without, runs attention's products once more and nothing else, and is ``none`` when
+  attention is fused.
 """
 
 from __future__ import annotations
@@ -193,7 +197,8 @@ def test_the_step_pays_for_what_selective_recomputes():
     products = 2 * model.active_params(s) * tokens * share * scale
     dense, _ = compute_time.slowdowns(s)
     anyway = recomputation.selective_widths(s)[0] * s.seq_len * s.micro_batch * 2 / s.cp
-    rewrite = s.micro_batches * s.edge_layers * (model._saved_per_layer(s) - anyway) / s.hbm
+    again = recomputation.saved_per_layer(s) - anyway
+    rewrite = s.micro_batches * s.edge_layers * again / s.hbm
     assert sel.time.compute - none.time.compute == pytest.approx(
         products * (1 + dense) + rewrite, rel=1e-9)
     assert sel.time.memory_bound - none.time.memory_bound == pytest.approx(
@@ -219,9 +224,9 @@ def test_the_cheapest_change_tries_selective_before_full():
     r = plan(**base, seq_len=4096, checkpointing="selective")
     assert not r.fits and r.change.kind == "full"
     lines = report.sentences(r)
-    assert "cheapest change that fits: full activation checkpointing instead of " \
-        "selective" in lines
-    assert "goedkoopste wijziging die past: zet selectieve activatie-checkpointing aan " \
+    assert "cheapest change that fits: full activation checkpointing (each layer keeps " \
+        "only its input)" in lines
+    assert "goedkoopste wijziging die past: selectieve activatie-checkpointing " \
         "(torchtitans beleid per operatie)" in report.sentences(plan(
             **base, seq_len=2048, language="nl"))
 
@@ -229,9 +234,46 @@ def test_the_cheapest_change_tries_selective_before_full():
 @pytest.mark.parametrize("value", ["yes", 1, "", "selectively"])
 def test_a_bad_setting_is_one_line_naming_the_valid_ones(value):
     for language, words in (("en", "activation checkpointing must be one of none, full, "
-                                    "selective (false: none, true: full), got "),
+                                    "selective, attention (false: none, true: full), got "),
                             ("nl", "activatie-checkpointing moet een van none, full, "
-                                   "selective zijn (false: none, true: full), niet ")):
+                                   "selective, attention zijn (false: none, true: full), niet ")):
         with pytest.raises(ValueError) as err:
             plan(checkpointing=value, language=language)
         assert str(err.value).startswith(words) and "\n" not in str(err.value)
+
+
+def test_attention_recomputed_keeps_korthikantis_bytes_and_redoes_attention_alone():
+    gpt = dict(model="gpt3-175b", nodes=8, tp=8, pp=8, precision="fp16-mixed",
+               flash_attention=False, dropout=True, global_batch=64, micro_batches=64)
+    none, attn, full = (plan(**gpt, checkpointing=c).setup
+                        for c in ("none", "attention", "full"))
+    sbh, t = attn.seq_len * attn.micro_batch * attn.hidden, attn.tp
+    # Korthikanti et al. (2022), equation 6 and its tensor-parallel-only form, in bytes.
+    assert recomputation.kept_per_layer(attn) == pytest.approx(34 * sbh / t, rel=1e-12)
+    alone = plan(**gpt, checkpointing="attention", sequence_parallel=False).setup
+    assert recomputation.kept_per_layer(alone) == pytest.approx(
+        sbh * (10 + 24 / t), rel=1e-12)
+    scores = recomputation.saved_per_layer(none) - recomputation.kept_per_layer(attn)
+    assert scores == pytest.approx(5 * attn.heads * attn.seq_len / attn.hidden * sbh / t)
+    assert recomputation.recomputed_writes(attn) == pytest.approx(scores)
+    # Backward runs attention's two products once more, no weight's product, no
+    # collective beyond the forward's.
+    assert recomputation.recomputed_share(attn) == 0
+    assert model.attention_flops(attn) == model.attention_flops(full) \
+        == model.attention_flops(none) * 4 / 3
+    assert [recomputation.collective_passes(attn, g) for g in ("tp", "cp", "ep")] \
+        == [4, 3, 4]
+    times = [plan(**gpt, checkpointing=c).time for c in ("none", "attention", "full")]
+    assert times[0].compute < times[1].compute < times[2].compute
+    assert times[0].tp == times[1].tp < times[2].tp
+    # Memory: the stage's in-flight layers keep 34 s b h / t each, one layer its scores.
+    mems = [plan(**gpt, checkpointing=c).memory for c in ("none", "attention")]
+    held = model.in_flight(attn) * attn.edge_layers
+    assert mems[1].activations == pytest.approx(
+        mems[0].activations - held * scores + scores, rel=1e-12)
+    # Fused attention keeps no scores: attention is none.
+    fused = {c: plan(**dict(gpt, flash_attention=True), checkpointing=c)
+             for c in ("none", "attention")}
+    assert fused["none"].time == fused["attention"].time
+    assert fused["none"].memory == fused["attention"].memory
+    assert "attention recomputed" in report.report(plan(**gpt, checkpointing="attention"))

@@ -177,7 +177,7 @@ def test_plan_with_every_kind_of_flag_and_in_dutch(capsys):
         ),
         (
             ["--checkpointing", "yes"],
-            "activation checkpointing must be one of none, full, selective (false: none, "
+            "activation checkpointing must be one of none, full, selective, attention (false: none, "
             "true: full), got 'yes'",
         ),
     ],

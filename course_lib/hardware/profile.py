@@ -181,7 +181,8 @@ def measure_profile(timeout: float = 120.0) -> MachineProfile:
     triad = stream.measure_bandwidth("triad", working_sets=(_STREAM_BYTES,), repeats=3,
                                      threads=None)
     bandwidth = max(r.gb_per_s for r in triad) * 1e9
-    sweep = allreduce_bench.measure_allreduce(nprocs=_RANKS, repeats=3, backend="gloo",
+    # Fastest of 15: on a busy 2-core machine many gloo calls wait milliseconds for a rank.
+    sweep = allreduce_bench.measure_allreduce(nprocs=_RANKS, repeats=15, backend="gloo",
                                               timeout=timeout)
     link = sweep.fit()
     return MachineProfile(

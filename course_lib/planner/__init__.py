@@ -15,7 +15,8 @@
   step and the part compute hides (each layer's gather prefetched, the first exposed).
 * :mod:`~course_lib.planner.report`: the plan as a table (the command line's ``plan``).
 * :mod:`~course_lib.planner.runs` and :mod:`~course_lib.planner.validation`: published
-  runs (Megatron-LM, Llama 3, BLOOM, llm-foundry, torchtitan, DeepSeek-V3) and their
+  runs (Megatron-LM, Korthikanti et al., Llama 3, BLOOM, llm-foundry, torchtitan,
+  DeepSeek-V3) and their
   prediction from their settings alone, next to their figures.
 * :mod:`~course_lib.planner.widget`: the planner in the page, with no kernel.
 * :mod:`~course_lib.planner.texts` and :mod:`~course_lib.planner.refusals`: its texts

@@ -49,8 +49,9 @@ CUSTOM_GLOBAL_BATCH = 512
 #: rule (Hoffmann et al. 2022, bibliography key hoffmann2022chinchilla).
 TOKENS_PER_PARAM = 20
 #: Activation checkpointing's settings (:mod:`course_lib.planner.recomputation`): none,
-#: full, or torchtitan's selective op-level policy; false and true stand for the first two.
-CHECKPOINTING = ("none", "full", "selective")
+#: full, torchtitan's selective op-level policy, or attention's core recomputed alone
+#: (Megatron-LM's selective recomputation); false and true stand for the first two.
+CHECKPOINTING = ("none", "full", "selective", "attention")
 
 
 Raw = Any  # a number, a text to read as one, or None for the default
@@ -88,7 +89,9 @@ class Plan:
     GPUs; ``ep``: expert parallelism, the experts spread over ``ep`` GPUs.
     ``checkpointing``: activation checkpointing, one of :data:`CHECKPOINTING` (``False``
     and ``True`` stand for none and full): full keeps each layer's input, selective what
-    torchtitan's op-level policy keeps (:mod:`course_lib.planner.recomputation`).
+    torchtitan's op-level policy keeps, attention all but attention's scores, which
+    backward computes again (Megatron-LM's selective recomputation;
+    :mod:`course_lib.planner.recomputation`).
 
     Used by the library's other modules.
     """

@@ -19,7 +19,8 @@ from the modules that teach it:
   p)`` layers of the stage and the ``min(p, m)`` micro-batches 1F1B keeps in flight
   (with full checkpointing each layer keeps its input, split by ``t`` with sequence
   parallelism only; with selective checkpointing what torchtitan's op-level policy
-  keeps, :mod:`~course_lib.planner.recomputation`; one layer is recomputed at a time);
+  keeps; with ``attention``, Megatron-LM's selective recomputation, all but attention's
+  scores: :mod:`~course_lib.planner.recomputation`; one layer is recomputed at a time);
   the loss's FP32 log-probabilities when there is one stage; chapter 2's buffers; the
   CUDA context. It fits if the tensors fit in the GPU's usable memory
   (:attr:`~course_lib.numbers.memory.GPU.usable`). If not, :func:`cheapest_change`
@@ -36,7 +37,8 @@ from the modules that teach it:
   :mod:`~course_lib.planner.compute_time`), and the memory-bound work of the saved
   activations; tensor parallelism's
   all-reduces, four per layer and micro-batch (six with full recomputation, five with
-  selective) of ``s b h`` activations on the node's link; pipeline sends, one activation
+  selective: :data:`~course_lib.planner.recomputation.COLLECTIVE_PASSES`) of ``s b h``
+  activations on the node's link; pipeline sends, one activation
   and one gradient per
   micro-batch (``s b h / t`` each, on the node's link when the pipeline fits in a node,
   else the network); the bubble ``(p - 1) / (m + p - 1)`` of chapter 11's
@@ -190,18 +192,6 @@ def in_flight(s: Setup) -> int:
 REDUCE_BYTES = 4
 
 
-def _saved_per_layer(s: Setup) -> float:
-    """Bytes one layer saves for backward per micro-batch on one GPU (chapter 2's estimate
-    for the model's key-value heads and MLP, split by tensor parallelism: all of it with
-    sequence parallelism, else all but the norms' and projections' inputs and dropout's
-    masks)."""
-    e = memory.PRECISIONS[s.precision].activation_bytes
-    # Context parallelism: s / c positions, whose queries score all s keys (s^2 / c).
-    return memory.activation_bytes_per_tp_rank(
-        s.seq_len, s.micro_batch, s.hidden, s.heads, s.tp, s.sequence_parallel, e, 1,
-        s.dropout, not s.flash_attention, kv_heads=s.kv_heads, mlp=s.mlp) / s.cp
-
-
 def fsdp_buffers(s: Setup) -> float:
     """What full sharding holds beyond chapter 2's two gathered layers, measured on fake
     ranks (chapter 9): the root unit (embedding and head, one of them on a pipeline's
@@ -247,12 +237,11 @@ def memory_per_gpu(s: Setup) -> Memory:
     host = 0.0
     if s.offload:
         host, optimizer = optimizer, 0.0
-    per_layer = _saved_per_layer(s)
-    held = in_flight(s)
-    if s.checkpointing == "none":
-        activations = held * s.edge_layers * per_layer
-    else:
-        activations = held * s.edge_layers * recomputation.kept_per_layer(s) + per_layer
+    per_layer = recomputation.saved_per_layer(s)
+    kept = recomputation.kept_per_layer(s)
+    # and the layer being recomputed: all it saves, or attention's core alone
+    again = per_layer if s.checkpointing in ("full", "selective") else per_layer - kept
+    activations = in_flight(s) * s.edge_layers * kept + again
     if s.pp == 1:
         activations += s.micro_batch * s.seq_len * s.vocab * 4 / s.tp / s.cp
     # Chapter 2's two gathered layers (ZeRO 3) are split by tensor parallelism too.
@@ -286,7 +275,7 @@ def cheapest_change(spec: Plan, s: Setup, language: str = "en") -> Change | None
 
     A higher ZeRO stage (communication only), selective activation checkpointing (some
     products and the elementwise work again), full checkpointing (a third more compute;
-    ``full`` when the plan has selective), a larger tensor-parallel degree inside the
+    ``full`` when the plan checkpoints already), a larger tensor-parallel degree inside the
     node (NVLink traffic), more pipeline stages (a larger bubble), twice, four times, ...
     the nodes (more GPUs). Each is tried alone.
 
@@ -294,11 +283,11 @@ def cheapest_change(spec: Plan, s: Setup, language: str = "en") -> Change | None
     """
     candidates: list[tuple[str, int, int, dict[str, Any]]] = []
     candidates += [("zero", s.zero, z, {"zero": z}) for z in range(s.zero + 1, 4)]
-    if s.checkpointing == "none":
+    if s.checkpointing in ("none", "attention"):
         candidates.append(("selective", 0, 1, {"checkpointing": "selective"}))
-        candidates.append(("checkpointing", 0, 1, {"checkpointing": True}))
-    elif s.checkpointing == "selective":
-        candidates.append(("full", 0, 1, {"checkpointing": True}))
+    if s.checkpointing != "full":
+        kind = "checkpointing" if s.checkpointing == "none" else "full"
+        candidates.append((kind, 0, 1, {"checkpointing": True}))
     t = s.tp * 2
     while t <= s.gpus_per_node:
         candidates.append(("tp", s.tp, t, {"tp": t}))
@@ -355,8 +344,7 @@ class StepTime:
 
 
 #: Passes over HBM of every activation a layer saves (written in the forward, read in the
-#: backward pass); full checkpointing writes them once more when it recomputes, selective
-#: the ones its policy does not keep.
+#: backward pass); a recomputed forward pass writes what it recomputes once more.
 HBM_PASSES = 2
 
 
@@ -397,8 +385,9 @@ def _compute(s: Setup) -> tuple[float, float]:
     :mod:`~course_lib.planner.compute_time`). Memory-bound work besides
     (normalisations, activations, softmax, dropout; chapter 10's roofline puts them
     under the bandwidth roof): every saved activation of chapter 2's estimate crosses
-    HBM :data:`HBM_PASSES` times (three with full recomputation; selective writes once
-    more those its policy does not keep), and the loss's FP32 logits too on one stage.
+    HBM :data:`HBM_PASSES` times, and the loss's FP32 logits too on one stage; a
+    recomputed forward pass writes once more what it recomputes
+    (:func:`~course_lib.planner.recomputation.recomputed_writes`).
     ``memory_bound`` is both: the products' bytes and this work.
     Their share falls as ``1 / h`` (and a product's, as its smallest dimension grows),
     so per-GPU throughput rises with the model's width.
@@ -413,15 +402,11 @@ def _compute(s: Setup) -> tuple[float, float]:
     dense_bytes, attention_bytes = compute_time.slowdowns(s)
     arithmetic = (work + attention) * scale
     traffic = (work * dense_bytes + attention * attention_bytes) * scale
-    saved = _saved_per_layer(s) * busiest
+    saved = recomputation.saved_per_layer(s) * busiest
     if s.pp == 1:
         saved += s.micro_batch * s.seq_len * s.vocab * 4 / s.tp / s.cp
-    passes = HBM_PASSES + (1 if s.checkpointing == "full" else 0)
-    bound = s.micro_batches * passes * saved / s.hbm + traffic
-    if s.checkpointing == "selective":
-        e = memory.PRECISIONS[s.precision].activation_bytes
-        kept = recomputation.selective_widths(s)[0] * s.seq_len * s.micro_batch * e / s.cp
-        bound += s.micro_batches * busiest * (_saved_per_layer(s) - kept) / s.hbm
+    again = recomputation.recomputed_writes(s) * busiest
+    bound = s.micro_batches * (HBM_PASSES * saved + again) / s.hbm + traffic
     return arithmetic + bound, bound
 
 
@@ -461,13 +446,13 @@ def _context_and_experts(s: Setup) -> tuple[float, float]:
         link = s.node_link if s.tp * s.cp <= s.gpus_per_node else s.network_link
         gathered = context_parallel_bytes(s) / (s.cp - 1) * s.cp
         each = cost_model.ring_time("all-gather", gathered, s.cp, link)
-        cp = layers * (2 if s.checkpointing == "none" else 3) * each
+        cp = layers * recomputation.collective_passes(s, "cp") * each
     if s.ep > 1:
         link = s.node_link if s.tp * s.ep <= s.gpus_per_node else s.network_link
         # Pairwise exchange: ep - 1 steps, what an all-gather of as many bytes takes.
         each = cost_model.ring_time("all-gather", expert_parallel_bytes(s) * s.ep
                                     / (s.ep - 1), s.ep, link)
-        ep = layers * (4 if s.checkpointing == "none" else 6) * each
+        ep = layers * recomputation.collective_passes(s, "ep") * each
     return cp, ep
 
 
@@ -482,7 +467,7 @@ def step_time(s: Setup) -> StepTime:
     message = s.seq_len // s.cp * s.micro_batch * s.hidden * precision.activation_bytes
     all_reduce = cost_model.ring_time("all-reduce", message, s.tp, s.node_link)
     layers_here = max(s.edge_layers, s.middle_layers)
-    tp = (layers_here * s.micro_batches * recomputation.tensor_parallel_passes(s)
+    tp = (layers_here * s.micro_batches * recomputation.collective_passes(s, "tp")
           * all_reduce * (1 - s.tp_overlap))
     pp = 0.0
     if s.pp > 1:

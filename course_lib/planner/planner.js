@@ -522,16 +522,24 @@
     return [(stageShare(s) * s.params - experts * s.expert_params) / dense, experts];
   }
 
-  function savedPerLayer(s, T) {
-    var e = T.precisions[s.precision].activation_bytes;
-    return activationBytesPerTpRank(s.seq_len, s.micro_batch, s.hidden, s.heads, s.tp,
-      s.sequence_parallel, e, 1, s.dropout, !s.flash_attention, s.kv_heads, s.mlp) / s.cp;
+  // ----------------------------------------------------------------------------------
+  // Activation checkpointing: none, full, torchtitan's selective policy, or attention's
+  // scores recomputed (recomputation.py)
+  // -----------------------------------------------------------------------------------
+
+  /** recomputation.collective_passes: a group's collectives per layer and micro-batch. */
+  function collectivePasses(s, T, group) {
+    return T.constants.collective_passes[group][s.checkpointing];
   }
 
-  // ----------------------------------------------------------------------------------
-  // Activation checkpointing: none, full, or torchtitan's selective policy
-  // (recomputation.py)
-  // -----------------------------------------------------------------------------------
+  /** recomputation.saved_per_layer: what a layer saves without checkpointing; scores
+   * false leaves attention's core out (undefined: unless attention is fused). */
+  function savedPerLayer(s, T, scores) {
+    var e = T.precisions[s.precision].activation_bytes;
+    if (scores === undefined) scores = !s.flash_attention;
+    return activationBytesPerTpRank(s.seq_len, s.micro_batch, s.hidden, s.heads, s.tp,
+      s.sequence_parallel, e, 1, s.dropout, scores, s.kv_heads, s.mlp) / s.cp;
+  }
 
   /** recomputation.selective_widths: [kept that a layer saves anyway, kept beyond], per
    * token in elements. */
@@ -552,8 +560,12 @@
     return [h / split + (products + attention) / t, beyond];
   }
 
-  /** recomputation.kept_per_layer: the input (full), or what the policy keeps. */
+  /** recomputation.kept_per_layer: all (none), all but attention's core (attention),
+   * the input (full), or what the policy keeps (selective). */
   function keptPerLayer(s, T) {
+    if (s.checkpointing === "none" || s.checkpointing === "attention") {
+      return savedPerLayer(s, T, s.checkpointing === "none" && !s.flash_attention);
+    }
     var e = T.precisions[s.precision].activation_bytes;
     if (s.checkpointing === "full") {
       return s.seq_len * s.micro_batch * s.hidden * e /
@@ -561,6 +573,17 @@
     }
     var widths = selectiveWidths(s);
     return s.seq_len * s.micro_batch * (widths[0] + widths[1]) * e / s.cp;
+  }
+
+  /** recomputation.recomputed_writes: bytes a recomputed forward writes once more. */
+  function recomputedWrites(s, T) {
+    if (s.checkpointing === "none" || s.checkpointing === "attention") {
+      return savedPerLayer(s, T) - keptPerLayer(s, T);
+    }
+    if (s.checkpointing === "full") return savedPerLayer(s, T);
+    var e = T.precisions[s.precision].activation_bytes;
+    var anyway = selectiveWidths(s)[0] * s.seq_len * s.micro_batch * e / s.cp;
+    return savedPerLayer(s, T) - anyway;
   }
 
   /** recomputation.recomputed_share: the share of the products run again. */
@@ -576,13 +599,8 @@
 
   /** recomputation.recomputes_attention. */
   function recomputesAttention(s) {
-    return s.checkpointing === "full" ||
-      (s.checkpointing === "selective" && !s.flash_attention);
-  }
-
-  /** recomputation.tensor_parallel_passes: 4, 6 (full) or 5 (selective). */
-  function tensorParallelPasses(s) {
-    return { none: 4, full: 6, selective: 5 }[s.checkpointing];
+    return s.checkpointing === "full" || ((s.checkpointing === "attention" ||
+      s.checkpointing === "selective") && !s.flash_attention);
   }
 
   function inFlight(s) {
@@ -620,13 +638,11 @@
     var host = 0;
     if (s.offload) { host = optimizer; optimizer = 0; }
     var perLayer = savedPerLayer(s, T);
-    var held = inFlight(s);
-    var activations;
-    if (s.checkpointing === "none") {
-      activations = held * s.edge_layers * perLayer;
-    } else {
-      activations = held * s.edge_layers * keptPerLayer(s, T) + perLayer;
-    }
+    var kept = keptPerLayer(s, T);
+    // and the layer being recomputed: all it saves, or attention's core alone
+    var again = s.checkpointing === "full" || s.checkpointing === "selective" ?
+      perLayer : perLayer - kept;
+    var activations = inFlight(s) * s.edge_layers * kept + again;
     if (s.pp === 1) {
       activations += s.micro_batch * s.seq_len * s.vocab * 4 / s.tp / s.cp;
     }
@@ -646,11 +662,12 @@
     for (var z = s.zero + 1; z < 4; z++) {
       candidates.push(["zero", s.zero, z, { zero: z }]);
     }
-    if (s.checkpointing === "none") {
+    if (s.checkpointing === "none" || s.checkpointing === "attention") {
       candidates.push(["selective", 0, 1, { checkpointing: "selective" }]);
-      candidates.push(["checkpointing", 0, 1, { checkpointing: true }]);
-    } else if (s.checkpointing === "selective") {
-      candidates.push(["full", 0, 1, { checkpointing: true }]);
+    }
+    if (s.checkpointing !== "full") {
+      candidates.push([s.checkpointing === "none" ? "checkpointing" : "full", 0, 1,
+        { checkpointing: true }]);
     }
     for (var t = s.tp * 2; t <= s.gpus_per_node; t *= 2) {
       candidates.push(["tp", s.tp, t, { tp: t }]);
@@ -813,12 +830,9 @@
     var traffic = (work * denseBytes + attention * attentionBytes) * scale;
     var saved = savedPerLayer(s, T) * busiest;
     if (s.pp === 1) saved += s.micro_batch * s.seq_len * s.vocab * 4 / s.tp / s.cp;
-    var passes = T.constants.hbm_passes + (s.checkpointing === "full" ? 1 : 0);
-    var bound = s.micro_batches * passes * saved / s.hbm + traffic;
-    if (s.checkpointing === "selective") {
-      var kept = selectiveWidths(s)[0] * s.seq_len * s.micro_batch * e / s.cp;
-      bound += s.micro_batches * busiest * (savedPerLayer(s, T) - kept) / s.hbm;
-    }
+    var again = recomputedWrites(s, T) * busiest;
+    var bound = s.micro_batches * (T.constants.hbm_passes * saved + again) / s.hbm +
+      traffic;
     return [arithmetic + bound, bound];
   }
 
@@ -844,13 +858,13 @@
     if (s.cp > 1) {
       link = s.tp * s.cp <= s.gpus_per_node ? s.node_link : s.network_link;
       var gathered = contextParallelBytes(s, T) / (s.cp - 1) * s.cp;
-      cp = layers * (s.checkpointing === "none" ? 2 : 3) *
+      cp = layers * collectivePasses(s, T, "cp") *
         ringTime("all-gather", gathered, s.cp, link);
     }
     if (s.ep > 1) {
       link = s.tp * s.ep <= s.gpus_per_node ? s.node_link : s.network_link;
       var sent = expertParallelBytes(s, T) * s.ep / (s.ep - 1);
-      ep = layers * (s.checkpointing === "none" ? 4 : 6) *
+      ep = layers * collectivePasses(s, T, "ep") *
         ringTime("all-gather", sent, s.ep, link);
     }
     return [cp, ep];
@@ -863,7 +877,7 @@
       precision.activation_bytes;
     var allReduce = ringTime("all-reduce", message, s.tp, s.node_link);
     var layersHere = Math.max(s.edge_layers, s.middle_layers);
-    var tp = layersHere * s.micro_batches * tensorParallelPasses(s) * allReduce *
+    var tp = layersHere * s.micro_batches * collectivePasses(s, T, "tp") * allReduce *
       (1 - s.tp_overlap);
     var pp = 0;
     if (s.pp > 1) {
@@ -1210,7 +1224,7 @@
         sp: s.tp > 1 ? " (" + this.t(s.sequence_parallel ? "plan_sp_on" : "plan_sp_off") +
           ")" : "",
         micro: d(s.micro_batches), micro_batch: d(s.micro_batch) });
-    var traffic = trafficLines(r, s, time, function (key, values) {
+    var traffic = trafficLines(r, s, time, this.T, function (key, values) {
       return self.t(key, values);
     }, function (x, digits) { return self.dec(x, digits); }, function (x) {
       return self.short(x);
@@ -1230,7 +1244,7 @@
   };
 
   /** report._traffic: the lines on context and expert parallelism ("" when unused). */
-  function trafficLines(r, s, time, t, dec, short) {
+  function trafficLines(r, s, time, T, t, dec, short) {
     var out = { cp: "", ep: "" };
     if (s.cp > 1) {
       var cpLink = s.tp * s.cp <= s.gpus_per_node ? s.node_link : s.network_link;
@@ -1240,7 +1254,7 @@
     if (s.ep > 1) {
       var epLink = s.tp * s.ep <= s.gpus_per_node ? s.node_link : s.network_link;
       out.ep = t("plan_ep_traffic", { ep: s.ep,
-        count: s.checkpointing === "none" ? 4 : 6,
+        count: collectivePasses(s, T, "ep"),
         mb: dec(time.ep_bytes / 1e6, 1), link: epLink.name, seconds: dec(time.ep, 3),
         active: short(activeParams(s)), params: short(s.params) });
     }

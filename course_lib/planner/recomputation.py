@@ -1,10 +1,16 @@
 """Activation checkpointing in the planner: what a layer keeps for backward, and what it
 does again.
 
-The planner (:mod:`course_lib.planner.model`) takes one of three settings
+The planner (:mod:`course_lib.planner.model`) takes one of four settings
 (:data:`~course_lib.planner.inputs.CHECKPOINTING`):
 
 * ``none``: every layer saves chapter 2's activations.
+* ``attention``: Megatron-LM's selective recomputation (Korthikanti et al. 2022): a
+  layer saves all but attention's core (the scores, their softmax and its dropout mask,
+  chapter 2's ``5 a s / h`` term), and backward runs the score and value products and
+  that elementwise work again (its scores written once more). Nothing else is redone.
+  Fused attention keeps no scores and recomputes them inside its kernel anyway: with it,
+  ``attention`` is ``none``.
 * ``full``: every layer keeps its input and runs its forward pass again in backward:
   ``2 N`` FLOPs per token more, attention's products, the memory-bound work (every saved
   activation written once more) and tensor parallelism's collectives (six all-reduces per
@@ -29,6 +35,9 @@ The planner (:mod:`course_lib.planner.model`) takes one of three settings
   all-to-alls are redone as with full checkpointing. A mixture's layers are counted as a
   dense layer's, as their activations are.
 
+:data:`COLLECTIVE_PASSES` says once, for every setting, how many of each collective a
+layer runs per micro-batch; the JavaScript twin reads the same table.
+
 The bytes are checked against a measurement: Hugging Face's Llama and GPT-2 on fake
 ranks with the policy applied per layer (``tests/test_planner.py``).
 
@@ -40,8 +49,46 @@ from __future__ import annotations
 from course_lib.numbers import memory
 from course_lib.planner.inputs import Setup
 
-__all__ = ["kept_per_layer", "recomputed_share", "recomputes_attention",
-           "selective_widths", "tensor_parallel_passes"]
+__all__ = ["COLLECTIVE_PASSES", "collective_passes", "kept_per_layer", "recomputed_share",
+           "recomputed_writes", "recomputes_attention", "saved_per_layer",
+           "selective_widths"]
+
+#: Collectives per layer and micro-batch, by checkpointing setting: tensor parallelism's
+#: all-reduces (or their all-gathers and reduce-scatters), context parallelism's
+#: all-gathers of K and V with the reduce-scatter of their gradients, and expert
+#: parallelism's all-to-alls (two forward, two backward). A recomputed forward pass
+#: repeats the forward's.
+COLLECTIVE_PASSES: dict[str, dict[str, int]] = {
+    "tp": {"none": 4, "attention": 4, "full": 6, "selective": 5},
+    "cp": {"none": 2, "attention": 3, "full": 3, "selective": 3},
+    "ep": {"none": 4, "attention": 4, "full": 6, "selective": 6},
+}
+
+
+def collective_passes(s: Setup, group: str) -> int:
+    """How many of ``group``'s collectives ("tp", "cp" or "ep") a layer runs per
+    micro-batch under ``s``'s checkpointing (:data:`COLLECTIVE_PASSES`).
+
+    Used by the library's other modules.
+    """
+    return COLLECTIVE_PASSES[group][s.checkpointing]
+
+
+def saved_per_layer(s: Setup, scores: bool | None = None) -> float:
+    """Bytes one layer saves for backward per micro-batch on one GPU without
+    checkpointing (chapter 2's estimate for the model's key-value heads and MLP, split by
+    tensor parallelism: all of it with sequence parallelism, else all but the norms' and
+    projections' inputs and dropout's masks); ``scores`` False leaves attention's core out
+    (None: unless attention is fused).
+
+    Used by the library's other modules.
+    """
+    e = memory.PRECISIONS[s.precision].activation_bytes
+    scores = not s.flash_attention if scores is None else scores
+    # Context parallelism: s / c positions, whose queries score all s keys (s^2 / c).
+    return memory.activation_bytes_per_tp_rank(
+        s.seq_len, s.micro_batch, s.hidden, s.heads, s.tp, s.sequence_parallel, e, 1,
+        s.dropout, scores, kv_heads=s.kv_heads, mlp=s.mlp) / s.cp
 
 
 def selective_widths(s: Setup) -> tuple[float, float]:
@@ -66,18 +113,36 @@ def selective_widths(s: Setup) -> tuple[float, float]:
 
 
 def kept_per_layer(s: Setup) -> float:
-    """Bytes a checkpointed layer keeps per micro-batch on one GPU: its input (split by
-    tensor parallelism only with sequence parallelism) with full checkpointing, and all
-    that torchtitan's policy keeps with selective.
+    """Bytes a layer keeps for backward per micro-batch on one GPU: all it saves (none),
+    all but attention's core (attention), its input, split by tensor parallelism only
+    with sequence parallelism (full), or all that torchtitan's policy keeps (selective).
 
     Used by the library's other modules.
     """
+    if s.checkpointing in ("none", "attention"):
+        return saved_per_layer(s, s.checkpointing == "none" and not s.flash_attention)
     e = memory.PRECISIONS[s.precision].activation_bytes
     if s.checkpointing == "full":
         return (s.seq_len * s.micro_batch * s.hidden * e
                 / (s.tp if s.sequence_parallel else 1) / s.cp)
     anyway, beyond = selective_widths(s)
     return s.seq_len * s.micro_batch * (anyway + beyond) * e / s.cp
+
+
+def recomputed_writes(s: Setup) -> float:
+    """Bytes per layer and micro-batch that a recomputed forward pass writes to HBM once
+    more: none (none), attention's core (attention), every saved activation (full), those
+    torchtitan's policy saves without keeping them here (selective).
+
+    Used by the library's other modules.
+    """
+    if s.checkpointing in ("none", "attention"):
+        return saved_per_layer(s) - kept_per_layer(s)
+    if s.checkpointing == "full":
+        return saved_per_layer(s)
+    e = memory.PRECISIONS[s.precision].activation_bytes
+    anyway = selective_widths(s)[0] * s.seq_len * s.micro_batch * e / s.cp
+    return saved_per_layer(s) - anyway
 
 
 def recomputed_share(s: Setup) -> float:
@@ -97,18 +162,10 @@ def recomputed_share(s: Setup) -> float:
 
 def recomputes_attention(s: Setup) -> bool:
     """Whether backward runs attention's products again: with full checkpointing, and
-    with selective unless attention is fused (its output is kept).
+    with attention or selective unless attention is fused (its kernel recomputes the
+    scores itself; selective keeps its output).
 
     Used by the library's other modules.
     """
-    return s.checkpointing == "full" or (s.checkpointing == "selective"
+    return s.checkpointing == "full" or (s.checkpointing in ("attention", "selective")
                                          and not s.flash_attention)
-
-
-def tensor_parallel_passes(s: Setup) -> int:
-    """Tensor parallelism's all-reduces (or their all-gathers and reduce-scatters) per
-    layer and micro-batch: four, six with full checkpointing, five with selective.
-
-    Used by the library's other modules.
-    """
-    return {"none": 4, "full": 6, "selective": 5}[s.checkpointing]

@@ -11,7 +11,7 @@ import html
 
 from course_lib.base.tables import Table
 from course_lib.numbers import i18n
-from course_lib.planner import texts
+from course_lib.planner import recomputation, texts
 from course_lib.planner.model import COMPONENTS, PlanResult, active_params
 
 __all__ = ["memory_table", "report", "report_html", "sentences", "time_table"]
@@ -103,7 +103,7 @@ def _traffic(result: PlanResult) -> list[str]:
     if s.ep > 1:
         link = s.node_link if s.tp * s.ep <= s.gpus_per_node else s.network_link
         lines.append(texts.text("plan_ep_traffic", lang, ep=s.ep,
-                                count=4 if s.checkpointing == "none" else 6,
+                                count=recomputation.collective_passes(s, "ep"),
                                 mb=_n(time.ep_bytes / 1e6, 1, lang), link=link.name,
                                 seconds=_n(time.ep, 3, lang),
                                 active=_short(active_params(s), lang),
@@ -156,12 +156,11 @@ def _head(result: PlanResult) -> list[str]:
     hybrid = f" (shard {s.shard})" if s.zero and s.shard != s.dp * s.cp else ""
     strategy = f"ZeRO {s.zero}{hybrid}"
     spread = [f"{name} {n}" for name, n in (("CP", s.cp), ("EP", s.ep)) if n > 1]
-    recompute = {"full": "checkpointing", "selective": "selective checkpointing"}
-    flags = [strategy, *spread] + [name for name, on in (
-                                       (recompute.get(s.checkpointing), s.checkpointing != "none"),
-                                       ("offload", s.offload),
-                                       ("fused attention", s.flash_attention),
-                                       ("dropout", s.dropout)) if on]
+    recompute = {"full": ["checkpointing"], "selective": ["selective checkpointing"],
+                 "attention": ["attention recomputed"]}.get(s.checkpointing, [])
+    flags = [strategy, *spread, *recompute] + [name for name, on in (
+        ("offload", s.offload), ("fused attention", s.flash_attention),
+        ("dropout", s.dropout)) if on]
     return [
         f"{s.name}: {_short(s.params, 'en')} parameters ({s.layers} layers, hidden "
         f"{s.hidden}, {s.heads} heads ({s.kv_heads} key-value), "

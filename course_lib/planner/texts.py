@@ -114,6 +114,8 @@ _WORDS_EN: dict[str, str] = {
     "plan_option_checkpointing_none": "none",
     "plan_option_checkpointing_full": "full (each layer keeps its input)",
     "plan_option_checkpointing_selective": "selective (torchtitan's op-level policy)",
+    "plan_option_checkpointing_attention": "attention (Megatron-LM's selective: scores "
+                                           "recomputed)",
     "plan_heading_model": "Model and data",
     "plan_heading_hardware": "Hardware",
     "plan_heading_strategy": "Strategy",
@@ -138,11 +140,12 @@ _WORDS_EN: dict[str, str] = {
         "cheapest change that fits: turn activation checkpointing on"
     ),
     "plan_change_selective": (
-        "cheapest change that fits: turn selective activation checkpointing on "
+        "cheapest change that fits: selective activation checkpointing "
         "(torchtitan's op-level policy)"
     ),
     "plan_change_full": (
-        "cheapest change that fits: full activation checkpointing instead of selective"
+        "cheapest change that fits: full activation checkpointing (each layer keeps only "
+        "its input)"
     ),
     "plan_change_tp": (
         "cheapest change that fits: tensor-parallel degree {start} to {end}"
@@ -303,6 +306,8 @@ _WORDS_NL: dict[str, str] = {
     "plan_option_checkpointing_none": "geen",
     "plan_option_checkpointing_full": "volledig (elke laag bewaart zijn invoer)",
     "plan_option_checkpointing_selective": "selectief (torchtitans beleid per operatie)",
+    "plan_option_checkpointing_attention": "attentie (Megatron-LM's selectieve: scores "
+                                           "opnieuw berekend)",
     "plan_heading_model": "Model en data",
     "plan_heading_hardware": "De hardware",
     "plan_heading_strategy": "Strategie",
@@ -329,12 +334,12 @@ _WORDS_NL: dict[str, str] = {
         "goedkoopste wijziging die past: zet activatie-checkpointing aan"
     ),
     "plan_change_selective": (
-        "goedkoopste wijziging die past: zet selectieve activatie-checkpointing aan "
+        "goedkoopste wijziging die past: selectieve activatie-checkpointing "
         "(torchtitans beleid per operatie)"
     ),
     "plan_change_full": (
-        "goedkoopste wijziging die past: volledige activatie-checkpointing in plaats "
-        "van selectieve"
+        "goedkoopste wijziging die past: volledige activatie-checkpointing (elke laag "
+        "bewaart alleen zijn invoer)"
     ),
     "plan_change_tp": (
         "goedkoopste wijziging die past: tensor-parallelle graad {start} naar {end}"

@@ -31,7 +31,7 @@ from typing import Any
 
 from course_lib.numbers import i18n, memory
 from course_lib.parallel import cost_model
-from course_lib.planner import inputs, model, presets, report, texts
+from course_lib.planner import inputs, model, presets, recomputation, report, texts
 from course_lib.planner.inputs import Plan, Raw
 
 __all__ = ["FOCUSES", "Planner", "js_tables", "planner", "planner_css", "planner_js"]
@@ -105,6 +105,7 @@ def js_tables() -> dict[str, Any]:
             "custom_gpu_links": list(presets.CUSTOM_GPU_LINKS),
             "seconds_per_day": model.SECONDS_PER_DAY, "hbm_passes": model.HBM_PASSES,
             "reduce_bytes": model.REDUCE_BYTES,
+            "collective_passes": recomputation.COLLECTIVE_PASSES,
             # the gradient buckets chapter 2's estimator adds on more than one GPU
             "bucket_temporaries": memory.training_memory(
                 1, batch=1, seq_len=1, gpus=2, shape=memory.ModelShape(1, 1, 1, 1, 0)
