@@ -540,11 +540,29 @@ def notebook_name(path: Path) -> str:
 
 @dataclass
 class ExecutionResult:
-    """How long executing a notebook took and the kernel's peak resident memory."""
+    """How long executing a notebook took, the kernel's peak resident memory, and its
+    slowest code cells: (seconds, cell index, first line), slowest first."""
 
     path: Path
     seconds: float
     peak_rss_mib: float
+    slowest: tuple[tuple[float, int, str], ...] = ()
+
+
+def cell_seconds(nb: nbformat.NotebookNode) -> list[tuple[float, int, str]]:
+    """Each executed code cell's seconds (nbclient's timing metadata: input sent to reply),
+    its index and its first line, slowest first."""
+    from datetime import datetime
+
+    out = []
+    for index, cell in enumerate(nb.cells):
+        timing = cell.get("metadata", {}).get("execution", {})
+        if "iopub.execute_input" in timing and "shell.execute_reply" in timing:
+            start, end = (datetime.fromisoformat(timing[key].replace("Z", "+00:00"))
+                          for key in ("iopub.execute_input", "shell.execute_reply"))
+            first = cell.source.strip().splitlines()[0] if cell.source.strip() else ""
+            out.append(((end - start).total_seconds(), index, first))
+    return sorted(out, reverse=True)
 
 
 def execute(path: Path, timeout: int = 600, write: bool = False) -> ExecutionResult:
@@ -565,7 +583,7 @@ def execute(path: Path, timeout: int = 600, write: bool = False) -> ExecutionRes
     if write:
         nbformat.write(nb, path)
     rss_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return ExecutionResult(path, seconds, rss_kib / 1024)
+    return ExecutionResult(path, seconds, rss_kib / 1024, tuple(cell_seconds(nb)[:3]))
 
 
 def main(argv: list[str] | None = None) -> int:
