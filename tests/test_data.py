@@ -393,3 +393,24 @@ def test_course_tokenizer_is_cached_on_disk(monkeypatch, tmp_path, tokenizer):
     second = data.course_tokenizer()
     assert time.perf_counter() - t0 < 5
     assert first.get_vocab() == second.get_vocab() == tokenizer.get_vocab()
+
+
+def test_course_stream_is_kept_on_disk_and_made_again_when_damaged_or_changed(
+        tmp_path, monkeypatch):
+    tokenizer = data.course_tokenizer()
+    want = data.token_stream(data.load_corpus("course", "validation"), tokenizer)
+    monkeypatch.setattr(data, "cache_dir", lambda: tmp_path)
+    monkeypatch.setattr(data, "_STREAMS", {})
+    assert data.course_stream(tokenizer, "validation").equal(want)
+    [path] = (tmp_path / "streams").iterdir()
+    data._STREAMS.clear()  # another process: read from disk, the same ids
+    assert data.course_stream(tokenizer, "validation").equal(want)
+    path.write_bytes(path.read_bytes()[:100])  # damaged: tokenized again, rewritten
+    data._STREAMS.clear()
+    assert data.course_stream(tokenizer, "validation").equal(want)
+    assert data._load_stream(path).equal(want)
+    # Another layout of the ids is another file, never the old one read back.
+    monkeypatch.setattr(data, "STREAM_FORMAT", "another")
+    data._STREAMS.clear()
+    assert data.course_stream(tokenizer, "validation").equal(want)
+    assert len(list((tmp_path / "streams").iterdir())) == 2

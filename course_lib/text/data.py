@@ -512,15 +512,56 @@ _TEXT_STREAMS: dict[tuple[str, str], torch.Tensor] = {}
 _STREAMS: dict[tuple[str, str], torch.Tensor] = {}
 
 
+#: The layout of :func:`token_stream`'s ids; a change to it must change this, so that the
+#: streams cached on disk are made again.
+STREAM_FORMAT = "eos-between-documents-1"
+
+
 def course_stream(tokenizer: PreTrainedTokenizerBase, split: str) -> torch.Tensor:
     """The token stream of one split of the course corpus (computed once per tokenizer).
+
+    Tokenizing the corpus costs about half a second, in every process that needs it (each
+    rank of every launch): the stream is kept on disk too, under ``cache_dir()/streams``,
+    named by a hash of the tokenizer's whole definition, the split's texts and
+    :data:`STREAM_FORMAT`, so that any change to one of them makes it again. A damaged or
+    unwritable cache costs only the tokenizing.
 
     Chapter 1, *Pretraining objectives*.
     """
     key = (tokenizer_fingerprint(tokenizer) + CORPUS_VERSION, split)
     if key not in _STREAMS:
-        _STREAMS[key] = token_stream(load_corpus("course", split), tokenizer)
+        texts = load_corpus("course", split)
+        backend = getattr(tokenizer, "backend_tokenizer", None)
+        definition = backend.to_str() if backend is not None else key[0]
+        digest = hashlib.sha256("\0".join(
+            (definition, texts_fingerprint(texts), STREAM_FORMAT)).encode()).hexdigest()
+        path = cache_dir() / "streams" / f"{split}-{digest[:24]}.npy"
+        _STREAMS[key] = _load_stream(path)
+        if _STREAMS[key] is None:
+            _STREAMS[key] = token_stream(texts, tokenizer)
+            _save_stream(path, _STREAMS[key])
     return _STREAMS[key]
+
+
+def _load_stream(path: Path) -> torch.Tensor | None:
+    import numpy as np
+
+    try:
+        return torch.from_numpy(np.load(path, allow_pickle=False).astype(np.int64))
+    except (OSError, ValueError, EOFError):
+        return None
+
+
+def _save_stream(path: Path, stream: torch.Tensor) -> None:
+    import numpy as np
+
+    tmp = path.with_name(f"{path.stem}.tmp{os.getpid()}.npy")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.save(tmp, stream.numpy().astype(np.int32), allow_pickle=False)
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
 
 
 def too_short_error(n_tokens: int, window: int, what: str) -> ValueError:
