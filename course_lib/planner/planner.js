@@ -560,19 +560,23 @@
     return [h / split + (products + attention) / t, beyond];
   }
 
+  /** recomputation._bytes: bytes of width elements per token of a micro-batch. */
+  function widthBytes(s, T, width) {
+    var e = T.precisions[s.precision].activation_bytes;
+    return s.seq_len * s.micro_batch * width * e / s.cp;
+  }
+
   /** recomputation.kept_per_layer: all (none), all but attention's core (attention),
    * the input (full), or what the policy keeps (selective). */
   function keptPerLayer(s, T) {
     if (s.checkpointing === "none" || s.checkpointing === "attention") {
       return savedPerLayer(s, T, s.checkpointing === "none" && !s.flash_attention);
     }
-    var e = T.precisions[s.precision].activation_bytes;
     if (s.checkpointing === "full") {
-      return s.seq_len * s.micro_batch * s.hidden * e /
-        (s.sequence_parallel ? s.tp : 1) / s.cp;
+      return widthBytes(s, T, s.hidden / (s.sequence_parallel ? s.tp : 1));
     }
     var widths = selectiveWidths(s);
-    return s.seq_len * s.micro_batch * (widths[0] + widths[1]) * e / s.cp;
+    return widthBytes(s, T, widths[0] + widths[1]);
   }
 
   /** recomputation.recomputed_writes: bytes a recomputed forward writes once more. */
@@ -581,9 +585,7 @@
       return savedPerLayer(s, T) - keptPerLayer(s, T);
     }
     if (s.checkpointing === "full") return savedPerLayer(s, T);
-    var e = T.precisions[s.precision].activation_bytes;
-    var anyway = selectiveWidths(s)[0] * s.seq_len * s.micro_batch * e / s.cp;
-    return savedPerLayer(s, T) - anyway;
+    return savedPerLayer(s, T) - widthBytes(s, T, selectiveWidths(s)[0]);
   }
 
   /** recomputation.recomputed_share: the share of the products run again. */

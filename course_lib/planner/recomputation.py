@@ -39,7 +39,7 @@ The planner (:mod:`course_lib.planner.model`) takes one of four settings
 layer runs per micro-batch; the JavaScript twin reads the same table.
 
 The bytes are checked against a measurement: Hugging Face's Llama and GPT-2 on fake
-ranks with the policy applied per layer (``tests/test_planner.py``).
+ranks with the policy applied per layer (``tests/test_planner_checkpointing.py``).
 
 Chapter 11, *Beyond data parallelism: tensor and pipeline parallelism*.
 """
@@ -112,6 +112,12 @@ def selective_widths(s: Setup) -> tuple[float, float]:
     return h / split + (products + attention) / t, beyond
 
 
+def _bytes(s: Setup, width: float) -> float:
+    """Bytes of ``width`` elements per token of a micro-batch on one GPU."""
+    e = memory.PRECISIONS[s.precision].activation_bytes
+    return s.seq_len * s.micro_batch * width * e / s.cp
+
+
 def kept_per_layer(s: Setup) -> float:
     """Bytes a layer keeps for backward per micro-batch on one GPU: all it saves (none),
     all but attention's core (attention), its input, split by tensor parallelism only
@@ -121,12 +127,9 @@ def kept_per_layer(s: Setup) -> float:
     """
     if s.checkpointing in ("none", "attention"):
         return saved_per_layer(s, s.checkpointing == "none" and not s.flash_attention)
-    e = memory.PRECISIONS[s.precision].activation_bytes
     if s.checkpointing == "full":
-        return (s.seq_len * s.micro_batch * s.hidden * e
-                / (s.tp if s.sequence_parallel else 1) / s.cp)
-    anyway, beyond = selective_widths(s)
-    return s.seq_len * s.micro_batch * (anyway + beyond) * e / s.cp
+        return _bytes(s, s.hidden / (s.tp if s.sequence_parallel else 1))
+    return _bytes(s, sum(selective_widths(s)))
 
 
 def recomputed_writes(s: Setup) -> float:
@@ -140,9 +143,7 @@ def recomputed_writes(s: Setup) -> float:
         return saved_per_layer(s) - kept_per_layer(s)
     if s.checkpointing == "full":
         return saved_per_layer(s)
-    e = memory.PRECISIONS[s.precision].activation_bytes
-    anyway = selective_widths(s)[0] * s.seq_len * s.micro_batch * e / s.cp
-    return saved_per_layer(s) - anyway
+    return saved_per_layer(s) - _bytes(s, selective_widths(s)[0])
 
 
 def recomputed_share(s: Setup) -> float:

@@ -187,50 +187,50 @@ def _mpt(size: str, params: int, gpu: str, gpus: int, micro: int, accum: int,
 
 #: Korthikanti et al.'s Table 3: parameters, heads, hidden, layers, pipeline stages,
 #: virtual stages (three for 175B and 530B, section 6), GPUs (t = 8, no data
-#: parallelism), batch (micro-batches of 1, of 4 for 22B); Table 5's iteration seconds,
-#: with full recomputation and with theirs.
-_T5 = ((22.07e9, 64, 6144, 48, 1, 1, 8, 4, 1.42, 1.10),
-       (174.6e9, 96, 12288, 96, 8, 3, 64, 64, 18.13, 13.75),
-       (529.6e9, 128, 20480, 105, 35, 3, 280, 280, 49.05, 37.83),
-       (1008.0e9, 160, 25600, 128, 64, 1, 512, 512, 94.42, 71.49))
+#: parallelism), batch and micro-batch; Table 5's iteration seconds, with full
+#: recomputation and with theirs.
+_T5 = ((22.07e9, 64, 6144, 48, 1, 1, 8, 4, 4, 1.42, 1.10),
+       (174.6e9, 96, 12288, 96, 8, 3, 64, 64, 1, 18.13, 13.75),
+       (529.6e9, 128, 20480, 105, 35, 3, 280, 280, 1, 49.05, 37.83),
+       (1008.0e9, 160, 25600, 128, 64, 1, 512, 512, 1, 94.42, 71.49))
 _KORTHIKANTI_READ = ("read from Tables 3 and 5 of the paper's text (a markdown conversion "
                      "of the arXiv PDF); tokens/s per GPU = batch x 2,048 / iteration "
                      "seconds / GPUs; parameters by Narayanan et al.'s formula")
 
 
-def _korthikanti(params: float, heads: int, hidden: int, layers: int, pp: int,
-                 virtual: int, gpus: int, batch: int, full: float, present: float,
-                 present_work: bool, dp: int = 1) -> Run:
+def _korthikanti(row: tuple, present_work: bool, dp: int = 1,
+                 seconds: float | None = None, where: str = "Tables 3 and 5") -> Run:
     """One row of Korthikanti et al.'s Table 5: full recomputation without sequence
-    parallelism, or their sequence parallelism with attention's core recomputed."""
-    micro = 4 if batch == gpus // 2 else 1
+    parallelism, or their sequence parallelism with attention's core recomputed;
+    ``dp`` copies of its layout take ``seconds`` (None: Table 5's)."""
+    params, heads, hidden, layers, pp, virtual, gpus, batch, micro, full, theirs = row
     inputs = _megatron(params, heads, hidden, layers, 8, pp, gpus * dp, batch * dp,
-                       virtual_stages=virtual)
-    inputs.update(micro_batches=batch // micro)
+                       virtual_stages=virtual, micro_batches=batch // micro)
     if present_work:
         inputs.update(checkpointing="attention", sequence_parallel=True)
-    seconds = present if present_work else full
-    if dp > 1:  # section 6.3: the 530B model on 2,240 GPUs, 8-way data parallel
-        seconds = 39.15
+    seconds = seconds or (theirs if present_work else full)
     how = ("sequence parallelism, attention recomputed" if present_work
            else "full recomputation")
-    where = "section 6.3" if dp > 1 else "Tables 3 and 5"
-    size = "1T" if params > 1e12 else f"{params / 1e9:.0f}B"
-    return Run(f"Korthikanti {size}, {gpus * dp:,} A100, {how}",
-               "korthikanti2023reducing", where, inputs, "tokens_per_s",
-               round(batch * 2048 / seconds / gpus, 1), _KORTHIKANTI_READ)
+    return Run(f"{_korthikanti_name(row, dp)}, {how}", "korthikanti2023reducing", where,
+               inputs, "tokens_per_s", round(batch * 2048 / seconds / gpus, 1),
+               _KORTHIKANTI_READ)
+
+
+def _korthikanti_name(row: tuple, dp: int = 1) -> str:
+    size = "1T" if row[0] > 1e12 else f"{row[0] / 1e9:.0f}B"
+    return f"Korthikanti {size}, {row[6] * dp:,} A100"
 
 
 def _korthikanti_alone(row: tuple, sequence_parallel: bool) -> Run:
     """Section 6.1: without sequence parallelism and selective recomputation together,
     none of Table 3's models fits: one of the two alone, as a fit verdict."""
-    run = _korthikanti(*row, present_work=True)
-    inputs = dict(run.inputs, sequence_parallel=sequence_parallel,
+    inputs = dict(_korthikanti(row, present_work=True).inputs,
+                  sequence_parallel=sequence_parallel,
                   checkpointing="none" if sequence_parallel else "attention")
     alone = ("sequence parallelism, no recomputation" if sequence_parallel
              else "attention recomputed, no sequence parallelism")
-    return Run(f"{', '.join(run.name.split(', ')[:2])}, {alone}: out of memory",
-               run.source, "section 6.1", inputs, "fits", False,
+    return Run(f"{_korthikanti_name(row)}, {alone}: out of memory",
+               "korthikanti2023reducing", "section 6.1", inputs, "fits", False,
                "'Without the memory savings provided by sequence parallelism and "
                "selective recompute together, none of the these models will fit into "
                "memory' read from section 6.1 of the paper's text; Table 3's layouts")
@@ -299,9 +299,9 @@ RUNS: tuple[Run, ...] = (
     _table2("PTD-P", _GPT530, 560, 2240, 1, 171),
     _table2("PTD-P", _GPT530, 1120, 2240, 1, 167),
     _table2("PTD-P", _GPT530, 2240, 2240, 1, 159),
-    *(_korthikanti(*row[:10], present_work=work) for row in _T5
-      for work in (False, True)),
-    _korthikanti(*_T5[2], present_work=True, dp=8),
+    *(_korthikanti(row, present_work=work) for row in _T5 for work in (False, True)),
+    # section 6.3: the 530B model 8-way data parallel, a step of 39.15 s
+    _korthikanti(_T5[2], present_work=True, dp=8, seconds=39.15, where="section 6.3"),
     *(_korthikanti_alone(row, sp) for row in _T5 for sp in (True, False)),
     Run("Megatron ZeRO-3 530B, 560 GPUs, micro-batch 4", "narayanan2021megatron",
         "Table 2, caption", _megatron(*_GPT530, 1, 1, 560, 2240, zero=3, micro_batches=1),

@@ -536,10 +536,11 @@ def course_stream(tokenizer: PreTrainedTokenizerBase, split: str) -> torch.Tenso
         digest = hashlib.sha256("\0".join(
             (definition, texts_fingerprint(texts), STREAM_FORMAT)).encode()).hexdigest()
         path = cache_dir() / "streams" / f"{split}-{digest[:24]}.npy"
-        _STREAMS[key] = _load_stream(path)
-        if _STREAMS[key] is None:
-            _STREAMS[key] = token_stream(texts, tokenizer)
-            _save_stream(path, _STREAMS[key])
+        stream = _load_stream(path)
+        if stream is None:
+            stream = token_stream(texts, tokenizer)
+            _save_stream(path, stream)
+        _STREAMS[key] = stream
     return _STREAMS[key]
 
 
