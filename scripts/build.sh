@@ -43,7 +43,15 @@ echo "==> training (or loading from the cache) every model the notebooks use"
 took prepare
 
 echo "==> executing every notebook and building the book"
-.venv/bin/jupyter-book build book --warningiserror --keep-going --all
+rm -rf book/_build/html/reports  # tracebacks of an earlier build
+if ! .venv/bin/jupyter-book build book --warningiserror --keep-going --all; then
+  # jupyter-book names a failed notebook's traceback file but does not print it: show it here.
+  for log in $(find book/_build/html/reports -name '*.err.log' 2>/dev/null); do
+    echo "==> $log (the failed cell and its traceback):"
+    tail -n 60 "$log"
+  done
+  exit 1
+fi
 # scripts/test.sh checks these executed copies as nbval would rather than executing every notebook
 # again, for as long as no notebook, library file or package changes (tools/executed.py).
 .venv/bin/python tools/executed.py --stamp
