@@ -89,6 +89,24 @@ def test_free_port_passes_the_port_check():
     assert launch.check_port(port) == port
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads Linux's port range")
+def test_free_port_keeps_out_of_the_ports_connections_take(monkeypatch):
+    """Below the ephemeral range, where no outgoing connection takes it; else the system's."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = {launch.free_port() for _ in range(5)}
+    assert all(20000 <= p < low for p in ports) and len(ports) > 1  # random, not fixed
+    with contextlib.ExitStack() as stack:  # every candidate busy: the system chooses
+        held = []
+        for _ in range(20):
+            s = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            s.bind((launch.HOST, 0))
+            held.append(s.getsockname()[1])
+        monkeypatch.setattr(launch.random, "Random", lambda: type(
+            "Busy", (), {"sample": lambda self, population, k: held})())
+        port = launch.free_port()
+        assert port not in held and launch.check_port(port) == port
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU, so NCCL may work")
 def test_nccl_without_gpus_suggests_gloo():
     with pytest.raises(LaunchError, match="gloo"):
@@ -666,6 +684,19 @@ def test_a_busy_port_given_to_launch_is_refused_before_anything_starts():
 
 
 @pytest.mark.slow
+def test_a_picked_port_taken_before_rank_0_is_replaced(monkeypatch, capsys):
+    """The launcher picked the port and another program took it: it picks another, once."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        held.bind((launch.HOST, 0))
+        held.listen()
+        ports = [held.getsockname()[1], launch.free_port()]
+        monkeypatch.setattr(launch, "free_port", lambda host=launch.HOST: ports.pop(0))
+        ranks = launch.launch(HELLO, 2, timeout=120)
+    assert [r.rank for r in ranks] == [0, 1] and ports == []
+    assert_all_gone(printed_pids(capsys.readouterr().out))
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("given", [True, False], ids=["port given", "port picked"])
 def test_a_port_taken_between_the_check_and_rank_0_is_named(monkeypatch, capsys, given):
     """Another program listens on the port by the time rank 0 opens it (the check passed)."""
@@ -673,12 +704,15 @@ def test_a_port_taken_between_the_check_and_rank_0_is_named(monkeypatch, capsys,
         held.bind((launch.HOST, 0))
         held.listen()
         port = held.getsockname()[1]
+        picked = []
         monkeypatch.setattr(launch, "check_port", lambda p, host=launch.HOST: p)
-        monkeypatch.setattr(launch, "free_port", lambda host=launch.HOST: port)
+        monkeypatch.setattr(launch, "free_port",
+                            lambda host=launch.HOST: picked.append(port) or port)
         start = time.monotonic()
         with pytest.raises(LaunchError) as info:
             launch.launch(HELLO, 2, port=port if given else None, timeout=120)
         assert time.monotonic() - start < 60
+    assert len(picked) == (0 if given else launch.PORT_TRIES)  # a picked port: tried again
     message = str(info.value)
     fix = "Pass port=None to pick a free one" if given else "Run it again"
     assert message == (f"port {port} on {launch.HOST} is busy: another program took it before "

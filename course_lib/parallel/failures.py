@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import pickle
 import re
+import signal
 import sys
 import sysconfig
 import textwrap
@@ -22,7 +23,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-__all__ = ["WIDTH", "failure_report", "refuse", "send", "trimmed_traceback",
+__all__ = ["WIDTH", "failure_report", "killed_report", "refuse", "send", "trimmed_traceback",
            "write_traceback"]
 
 #: The width of a report's lines: the book cuts longer lines.
@@ -136,6 +137,55 @@ def failure_report(folder: Path, rank: int, code: int, echo: bool,
         named = ", ".join(map(str, sorted(ranks)))
         lines += _wrapped(f"(rank{'s' * (len(ranks) > 1)} {named} failed too: {last})")
     return "\n".join(lines)
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return f"{signal.Signals(number).name} (signal {number})"
+    except ValueError:
+        return f"signal {number}"
+
+
+def _last_error(traceback_text: str) -> str:
+    """The error line of a rank's trimmed traceback, cut to its first sentence."""
+    lines = traceback_text.rstrip().splitlines() or ["?"]
+    heads = [i for i, line in enumerate(lines) if not line.startswith(" ")]  # not a frame
+    error = " ".join(line.strip() for line in lines[heads[-1] if heads else -1:])
+    first = error.split(". ")[0].rstrip(".")
+    return first if len(first) <= 100 else first[:97] + "..."
+
+
+def killed_report(results: Path, rank: int, code: int, echo: bool, tail: list[str]) -> str:
+    """The message when a signal from outside ended ``rank``: it names the rank and the signal.
+
+    The other ranks then fail in their collectives ("Connection closed by peer"); they are
+    the consequence, named after it in one line each. A rank that got SIGTERM ends its
+    group with SIGKILL, so its own note (``rank<r>.signal``) names the signal it got.
+
+    Used by the library's other modules.
+    """
+    note = results / f"rank{rank}.signal"
+    name = note.read_text().strip() if note.is_file() else _signal_name(-code)
+    sent = {"SIGKILL": "a kill command, a job scheduler, or the system when memory ran out",
+            "SIGTERM": "a kill command or a job scheduler", "SIGINT": "an interrupt",
+            "SIGHUP": "a closed terminal"}.get(name.split()[0])
+    lines = [f"rank {rank} was killed by {name}, not by the launcher (by {sent}), and the "
+             "other ranks were stopped." if sent else
+             f"rank {rank} ended with {name}: it crashed in compiled code (torch or another "
+             "C extension), and the other ranks were stopped."]
+    errors: dict[str, list[int]] = {}
+    for path in sorted(results.glob("rank*.traceback")):
+        other = int(path.stem.removeprefix("rank"))
+        if other != rank:
+            errors.setdefault(_last_error(path.read_text()), []).append(other)
+    for error, ranks in errors.items():
+        named = ", ".join(map(str, sorted(ranks)))
+        lines.append(f"(rank{'s' * (len(ranks) > 1)} {named} then failed without it: {error})")
+    if not echo and tail:
+        lines.append(f"Its last lines: {' / '.join(tail[-3:])}")
+    return "\n".join(textwrap.fill(line, WIDTH, subsequent_indent="  ",
+                                   break_long_words=False, break_on_hyphens=False)
+                     for line in lines)
 
 
 def refuse(folder: Path, rank: int, text: str) -> int:

@@ -30,12 +30,12 @@ import math
 import os
 import pickle
 import queue
+import random
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import textwrap
 import threading
 import time
 from dataclasses import dataclass
@@ -73,6 +73,8 @@ MAX_CPU_RANKS = 8
 GATHER = 0.02
 #: How long (seconds) the launcher waits after a rank fails for the rank that made it fail.
 SETTLE = 0.5
+#: How many ports :func:`launch` tries when it picks the port and another program takes it.
+PORT_TRIES = 3
 #: On a bad flag, the seconds the other ranks wait for rank 0 to report it: torchrun stops the
 #: whole group as soon as one rank exits, and rank 0 must not be stopped before it has spoken.
 RANK_ZERO_WAIT = 30.0
@@ -181,10 +183,26 @@ def positive_number(text: str) -> float:
 
 
 def free_port(host: str = HOST) -> int:
-    """A TCP port that nothing listens on right now, chosen by the operating system.
+    """A TCP port that nothing uses right now, below the system's ephemeral ports if it can.
+
+    The system gives every outgoing connection a local port from its ephemeral range (Linux:
+    ``/proc/sys/net/ipv4/ip_local_port_range``), the range it picks from when asked for any
+    port. A port from there can be taken by some connection before rank 0 listens on it, so
+    this tries random ports below the range first (torchrun's 29500 is one of them), then lets
+    the system choose.
 
     Chapter 8, *Data parallelism with DDP*.
     """
+    try:
+        low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 0
+    # A generator of its own: a notebook seeds the shared one, and two would pick alike.
+    for port in random.Random().sample(range(20000, low), 20) if low > 20020 else []:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s, \
+                contextlib.suppress(OSError):
+            s.bind((host, port))
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
@@ -324,6 +342,26 @@ def launch(target: str, nprocs: int = 2, kwargs: dict[str, Any] | None = None, *
                                 or threads < 1):
         raise ValueError(f"threads must be a whole number >= 1 (per rank), got {threads!r}.")
     threads = threads or max(1, (os.cpu_count() or 1) // nprocs)
+    for tries_left in range(0 if chosen else PORT_TRIES - 1, -1, -1):
+        try:
+            return _run(target, payload, nprocs, port, backend, threads, timeout, echo)
+        except _PortTaken:
+            if not tries_left:
+                again = "Pass port=None to pick a free one" if chosen else "Run it again"
+                raise LaunchError(f"port {port} on {HOST} is busy: another program took it "
+                                  "before rank 0 could listen on it, and the ranks were "
+                                  f"stopped. {again}, or stop that program.") from None
+            port = free_port()  # a port the launcher picked: it picks another
+    raise AssertionError("unreachable")
+
+
+class _PortTaken(Exception):
+    """Rank 0 could not listen on the launch's port: something took it after the check."""
+
+
+def _run(target: str, payload: str, nprocs: int, port: int, backend: str, threads: int,
+         timeout: float, echo: bool) -> list[Any]:
+    """One try of :func:`launch`, its arguments checked; :class:`_PortTaken` if the port was."""
     lines: queue.Queue = queue.Queue()
     tails: dict[int, collections.deque] = {r: collections.deque(maxlen=20) for r in range(nprocs)}
     # The ranks remove the folder themselves should this process die (see lifetime.die_with_parent).
@@ -357,63 +395,13 @@ def launch(target: str, nprocs: int = 2, kwargs: dict[str, Any] | None = None, *
             if note.is_file():
                 raise LaunchError(f"rank {rank} {note.read_text()} The other ranks were stopped.")
             if code < 0:  # a signal from outside: the launcher had stopped nothing yet
-                raise LaunchError(_killed_report(Path(results), rank, code, echo,
-                                                 list(tails[rank])))
+                raise LaunchError(failures.killed_report(Path(results), rank, code, echo,
+                                                         list(tails[rank])))
             if any("EADDRINUSE" in p.read_text() for p in Path(results).glob("rank*.traceback")):
-                again = "Pass port=None to pick a free one" if chosen else "Run it again"
-                raise LaunchError(f"port {port} on {HOST} is busy: another program took it "
-                                  "before rank 0 could listen on it, and the ranks were "
-                                  f"stopped. {again}, or stop that program.")
+                raise _PortTaken
             raise LaunchError(failures.failure_report(Path(results), rank, code, echo,
                                                       list(tails[rank])))
         return [_result(Path(results), rank) for rank in range(nprocs)]
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return f"{signal.Signals(number).name} (signal {number})"
-    except ValueError:
-        return f"signal {number}"
-
-
-def _last_error(traceback_text: str) -> str:
-    """The error line of a rank's trimmed traceback, cut to its first sentence."""
-    lines = traceback_text.rstrip().splitlines() or ["?"]
-    heads = [i for i, line in enumerate(lines) if not line.startswith(" ")]  # not a frame
-    error = " ".join(line.strip() for line in lines[heads[-1] if heads else -1:])
-    first = error.split(". ")[0].rstrip(".")
-    return first if len(first) <= 100 else first[:97] + "..."
-
-
-def _killed_report(results: Path, rank: int, code: int, echo: bool, tail: list[str]) -> str:
-    """The message when a signal from outside ended ``rank``: it names the rank and the signal.
-
-    The other ranks then fail in their collectives ("Connection closed by peer"); they are
-    the consequence, named after it in one line each. A rank that got SIGTERM ends its
-    group with SIGKILL, so its own note (``rank<r>.signal``) names the signal it got.
-    """
-    note = results / f"rank{rank}.signal"
-    name = note.read_text().strip() if note.is_file() else _signal_name(-code)
-    sent = {"SIGKILL": "a kill command, a job scheduler, or the system when memory ran out",
-            "SIGTERM": "a kill command or a job scheduler", "SIGINT": "an interrupt",
-            "SIGHUP": "a closed terminal"}.get(name.split()[0])
-    lines = [f"rank {rank} was killed by {name}, not by the launcher (by {sent}), and the "
-             "other ranks were stopped." if sent else
-             f"rank {rank} ended with {name}: it crashed in compiled code (torch or another "
-             "C extension), and the other ranks were stopped."]
-    errors: dict[str, list[int]] = {}
-    for path in sorted(results.glob("rank*.traceback")):
-        other = int(path.stem.removeprefix("rank"))
-        if other != rank:
-            errors.setdefault(_last_error(path.read_text()), []).append(other)
-    for error, ranks in errors.items():
-        named = ", ".join(map(str, sorted(ranks)))
-        lines.append(f"(rank{'s' * (len(ranks) > 1)} {named} then failed without it: {error})")
-    if not echo and tail:
-        lines.append(f"Its last lines: {' / '.join(tail[-3:])}")
-    return "\n".join(textwrap.fill(line, failures.WIDTH, subsequent_indent="  ",
-                                   break_long_words=False, break_on_hyphens=False)
-                     for line in lines)
 
 
 def _result(results: Path, rank: int) -> Any:
