@@ -24,7 +24,7 @@ from course_lib.numbers import memory
 from course_lib.parallel import collectives, cost_model, ddp, fsdp, launch, wire
 from course_lib.text import models
 
-from conftest import refusal
+from conftest import ranks_import_from, refusal
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -308,6 +308,36 @@ def test_chapter_tables_lay_out_the_runs(runs):
     assert [r[1] for r in factors.rows] == ["4", "2", "1"]
     equal = ch09.equality_table(plain, runs["single"], runs["initial"])
     assert len(equal.rows) == len(plain)
+
+
+def _gathered_both_ways(strategy: str, shard_factor: int | None = None) -> list[bool]:
+    """Worker: fsdp.gathered against DTensor.full_tensor, tensor by tensor, on a sharded model
+    and on tensors FSDP2 does not make: fewer rows than ranks, split by columns, not sharded."""
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    worker = launch.init_worker()
+    model = ddp.fresh_model(ddp.rank_tokenizer(worker), 0, "float32")
+    fsdp.shard_model(model, strategy, worker.world_size, shard_factor, False, False,
+                     worker.device, "implicit", None)
+    params = list(model.parameters())
+    mesh = params[0].device_mesh
+    odd = [distribute_tensor(torch.arange(10.0).view(2, 5), mesh, [Shard(0)] * mesh.ndim),
+           distribute_tensor(torch.arange(12.0).view(2, 6), mesh, [Shard(1)] * mesh.ndim),
+           torch.arange(3.0)]
+    whole = [t.full_tensor() if hasattr(t, "full_tensor") else t for t in params + odd]
+    return [torch.equal(fsdp.gathered(tensors), torch.cat([t.flatten() for t in reference]))
+            for tensors, reference in ((params, whole[:len(params)]), (params + odd, whole))]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("nprocs, strategy, factor", [(3, "zero3", None), (4, "hsdp", 2)])
+def test_gathered_shards_equal_each_tensor_gathered_alone(monkeypatch, nprocs, strategy, factor):
+    """One all-gather per group and dtype: the same vector as ~300 full_tensor() calls,
+    with uneven chunks (3 ranks), a replicated mesh dimension (hybrid) and other layouts."""
+    ranks_import_from(monkeypatch, Path(__file__).parent)
+    ranks = launch.launch("test_fsdp:_gathered_both_ways", nprocs,
+                          {"strategy": strategy, "shard_factor": factor}, timeout=120, echo=False)
+    assert ranks == [[True, True]] * nprocs
 
 
 @pytest.mark.slow

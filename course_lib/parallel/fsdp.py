@@ -43,6 +43,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import itertools
+import math
 import os
 import time
 from collections.abc import Sequence
@@ -300,14 +302,36 @@ def initial_parameters(seed: int = 0, dtype: str = "float32") -> torch.Tensor:
 def gathered(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
     """``tensors`` (parameters or gradients, FSDP's shards gathered) in one CPU vector.
 
-    A collective: every rank calls it, with its tensors in the same order.
+    A collective: every rank calls it, with its tensors in the same order. FSDP2's shards (dim 0
+    split over one mesh dimension) travel in one all-gather per group and dtype, padded to whole
+    ``torch.chunk`` pieces; other layouts go through ``DTensor.full_tensor()``, a call each.
 
     Chapter 9, *Sharding with ZeRO and FSDP*.
     """
     from torch.distributed.tensor import DTensor
 
-    return torch.cat([(t.full_tensor() if isinstance(t, DTensor) else t).detach().flatten().cpu()
-                      for t in tensors])
+    whole = [t.detach() for t in tensors]  # a DTensor's is replaced below
+    batches: dict[tuple[Any, torch.dtype], list[int]] = {}
+    for i, t in enumerate(tensors):
+        if isinstance(t, DTensor):
+            split = [d for d, p in enumerate(t.placements) if not p.is_replicate()]
+            if t.ndim and len(split) == 1 and t.placements[split[0]].is_shard(0):
+                batches.setdefault((t.device_mesh.get_group(split[0]), t.dtype), []).append(i)
+            else:
+                whole[i] = t.full_tensor().detach()
+    for (group, dtype), members in batches.items():
+        n = dist.get_world_size(group)
+        sizes = [-(-tensors[i].shape[0] // n) * math.prod(tensors[i].shape[1:]) for i in members]
+        starts = list(itertools.accumulate([0, *sizes]))
+        mine = torch.zeros(starts[-1], dtype=dtype, device=tensors[members[0]].device)
+        for i, start in zip(members, starts):
+            local = tensors[i].to_local().detach().flatten()
+            mine[start:start + len(local)] = local
+        everyone = mine.new_empty(n * len(mine))
+        dist.all_gather_into_tensor(everyone, mine, group=group)
+        for i, start, size in zip(members, starts, sizes):
+            whole[i] = everyone.view(n, -1)[:, start:start + size].flatten()[:tensors[i].numel()]
+    return torch.cat([t.flatten().cpu() for t in whole])
 
 
 def expected_volume(unit_numels: Sequence[int], strategy: str, world_size: int,
