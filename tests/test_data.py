@@ -403,8 +403,10 @@ def test_course_stream_is_kept_on_disk_and_made_again_when_damaged_or_changed(
     monkeypatch.setattr(data, "_STREAMS", {})
     assert data.course_stream(tokenizer, "validation").equal(want)
     [path] = (tmp_path / "streams").iterdir()
-    data._STREAMS.clear()  # another process: read from disk, the same ids
-    assert data.course_stream(tokenizer, "validation").equal(want)
+    data._STREAMS.clear()  # another process: read from disk, the same ids, no corpus made
+    with monkeypatch.context() as patched:
+        patched.setattr(data, "load_corpus", lambda *a: pytest.fail("the corpus was made"))
+        assert data.course_stream(tokenizer, "validation").equal(want)
     path.write_bytes(path.read_bytes()[:100])  # damaged: tokenized again, rewritten
     data._STREAMS.clear()
     assert data.course_stream(tokenizer, "validation").equal(want)
@@ -414,3 +416,7 @@ def test_course_stream_is_kept_on_disk_and_made_again_when_damaged_or_changed(
     data._STREAMS.clear()
     assert data.course_stream(tokenizer, "validation").equal(want)
     assert len(list((tmp_path / "streams").iterdir())) == 2
+    monkeypatch.setattr(data, "CORPUS_VERSION", "another")  # so is another corpus
+    data._STREAMS.clear()
+    assert data.course_stream(tokenizer, "validation").equal(want)
+    assert len(list((tmp_path / "streams").iterdir())) == 3
