@@ -311,7 +311,7 @@ def test_chapter_tables_lay_out_the_runs(runs):
 
 
 def _gathered_both_ways(strategy: str, shard_factor: int | None = None) -> list[bool]:
-    """Worker: fsdp.gathered against DTensor.full_tensor, tensor by tensor, on a sharded model
+    """Worker: ddp.gathered against DTensor.full_tensor, tensor by tensor, on a sharded model
     and on tensors FSDP2 does not make: fewer rows than ranks, split by columns, not sharded."""
     from torch.distributed.tensor import Shard, distribute_tensor
 
@@ -325,7 +325,7 @@ def _gathered_both_ways(strategy: str, shard_factor: int | None = None) -> list[
            distribute_tensor(torch.arange(12.0).view(2, 6), mesh, [Shard(1)] * mesh.ndim),
            torch.arange(3.0)]
     whole = [t.full_tensor() if hasattr(t, "full_tensor") else t for t in params + odd]
-    return [torch.equal(fsdp.gathered(tensors), torch.cat([t.flatten() for t in reference]))
+    return [torch.equal(ddp.gathered(tensors), torch.cat([t.flatten() for t in reference]))
             for tensors, reference in ((params, whole[:len(params)]), (params + odd, whole))]
 
 

@@ -22,6 +22,8 @@ import argparse
 import bisect
 import functools
 import hashlib
+import itertools
+import math
 import os
 import statistics
 import sys
@@ -47,10 +49,10 @@ if TYPE_CHECKING:
 
 __all__ = ["CHECK_TOLERANCE", "DDPRank", "GradientGap", "Timings", "TrainingRun",
            "add_run_arguments", "check_batch", "check_flags", "checksum", "context_length",
-           "flat_gradients", "flat_parameters", "fresh_model", "gradient_gap", "local_batches",
-           "main", "median_step", "parse_run_arguments", "rank_tokenizer", "recipe_for",
-           "report_check", "shard", "timings", "train_ddp", "train_many", "train_single",
-           "wrap_ddp"]
+           "flat_gradients", "flat_parameters", "fresh_model", "gathered", "gradient_gap",
+           "local_batches", "main", "median_step", "parse_run_arguments", "rank_tokenizer",
+           "recipe_for", "report_check", "shard", "timings", "train_ddp", "train_many",
+           "train_single", "wrap_ddp"]
 
 #: ``sum`` is a broken hook, kept for the parity checks to catch (:func:`summing_hook`).
 HOOKS = {"counting": counting_hook, "ring": ring_hook, "sum": summing_hook}
@@ -143,6 +145,41 @@ def flat_gradients(model: torch.nn.Module) -> torch.Tensor:
     """
     return torch.cat([(torch.zeros_like(p) if p.grad is None else p.grad).detach().flatten().cpu()
                       for p in model.parameters()])
+
+
+def gathered(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
+    """``tensors`` (parameters or gradients, FSDP's shards gathered) in one CPU vector.
+
+    A collective: every rank calls it, with its tensors in the same order. FSDP2's shards (dim 0
+    split over one mesh dimension) travel in one all-gather per group and dtype, padded to whole
+    ``torch.chunk`` pieces; other layouts go through ``DTensor.full_tensor()``, a call each.
+
+    Chapter 8, *Data parallelism with DDP*.
+    """
+    from torch.distributed.tensor import DTensor
+
+    whole = [t.detach() for t in tensors]  # a DTensor's is replaced below
+    batches: dict[tuple[Any, torch.dtype], list[int]] = {}
+    for i, t in enumerate(tensors):
+        if isinstance(t, DTensor):
+            split = [d for d, p in enumerate(t.placements) if not p.is_replicate()]
+            if t.ndim and len(split) == 1 and t.placements[split[0]].is_shard(0):
+                batches.setdefault((t.device_mesh.get_group(split[0]), t.dtype), []).append(i)
+            else:
+                whole[i] = t.full_tensor().detach()
+    for (group, dtype), members in batches.items():
+        n = dist.get_world_size(group)
+        sizes = [-(-tensors[i].shape[0] // n) * math.prod(tensors[i].shape[1:]) for i in members]
+        starts = list(itertools.accumulate([0, *sizes]))
+        mine = torch.zeros(starts[-1], dtype=dtype, device=tensors[members[0]].device)
+        for i, start in zip(members, starts):
+            local = tensors[i].to_local().detach().flatten()
+            mine[start:start + len(local)] = local
+        everyone = mine.new_empty(n * len(mine))
+        dist.all_gather_into_tensor(everyone, mine, group=group)
+        for i, start, size in zip(members, starts, sizes):
+            whole[i] = everyone.view(n, -1)[:, start:start + size].flatten()[:tensors[i].numel()]
+    return torch.cat([t.flatten().cpu() for t in whole])
 
 
 @dataclass(frozen=True)

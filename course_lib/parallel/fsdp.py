@@ -43,8 +43,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import itertools
-import math
 import os
 import time
 from collections.abc import Sequence
@@ -59,14 +57,14 @@ from course_lib.numbers import memory
 from course_lib.parallel import ddp, launch, links, zero
 from course_lib.parallel.collectives import Collectives, volume
 from course_lib.parallel.ddp import (add_run_arguments, check_batch, flat_parameters, fresh_model,
-                                     local_batches, parse_run_arguments, rank_tokenizer,
-                                     recipe_for, report_check)
+                                     gathered, local_batches, parse_run_arguments,
+                                     rank_tokenizer, recipe_for, report_check)
 from course_lib.parallel.traffic import Traffic, counting_hook
 from course_lib.parallel.wire import AllGatherClock, WireBytes, wire_snapshot
 from course_lib.text import data, models, training
 
 __all__ = ["PREFETCH", "STRATEGIES", "BudgetRefusal", "MemoryBudgetError", "ShardedRank",
-           "check_flags", "check_offload", "check_strategy", "expected_volume", "gathered",
+           "check_flags", "check_offload", "check_strategy", "expected_volume",
            "initial_parameters", "main", "node_links", "set_prefetch", "shard_model",
            "train_many", "train_sharded", "units"]
 
@@ -297,41 +295,6 @@ def initial_parameters(seed: int = 0, dtype: str = "float32") -> torch.Tensor:
     Chapter 9, *Sharding with ZeRO and FSDP*.
     """
     return flat_parameters(fresh_model(data.course_tokenizer(), seed, dtype))
-
-
-def gathered(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
-    """``tensors`` (parameters or gradients, FSDP's shards gathered) in one CPU vector.
-
-    A collective: every rank calls it, with its tensors in the same order. FSDP2's shards (dim 0
-    split over one mesh dimension) travel in one all-gather per group and dtype, padded to whole
-    ``torch.chunk`` pieces; other layouts go through ``DTensor.full_tensor()``, a call each.
-
-    Chapter 9, *Sharding with ZeRO and FSDP*.
-    """
-    from torch.distributed.tensor import DTensor
-
-    whole = [t.detach() for t in tensors]  # a DTensor's is replaced below
-    batches: dict[tuple[Any, torch.dtype], list[int]] = {}
-    for i, t in enumerate(tensors):
-        if isinstance(t, DTensor):
-            split = [d for d, p in enumerate(t.placements) if not p.is_replicate()]
-            if t.ndim and len(split) == 1 and t.placements[split[0]].is_shard(0):
-                batches.setdefault((t.device_mesh.get_group(split[0]), t.dtype), []).append(i)
-            else:
-                whole[i] = t.full_tensor().detach()
-    for (group, dtype), members in batches.items():
-        n = dist.get_world_size(group)
-        sizes = [-(-tensors[i].shape[0] // n) * math.prod(tensors[i].shape[1:]) for i in members]
-        starts = list(itertools.accumulate([0, *sizes]))
-        mine = torch.zeros(starts[-1], dtype=dtype, device=tensors[members[0]].device)
-        for i, start in zip(members, starts):
-            local = tensors[i].to_local().detach().flatten()
-            mine[start:start + len(local)] = local
-        everyone = mine.new_empty(n * len(mine))
-        dist.all_gather_into_tensor(everyone, mine, group=group)
-        for i, start, size in zip(members, starts, sizes):
-            whole[i] = everyone.view(n, -1)[:, start:start + size].flatten()[:tensors[i].numel()]
-    return torch.cat([t.flatten().cpu() for t in whole])
 
 
 def expected_volume(unit_numels: Sequence[int], strategy: str, world_size: int,
