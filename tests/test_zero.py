@@ -73,6 +73,26 @@ def test_wire_snapshot_counts_the_bytes_a_socket_sends_and_receives():
     assert moved.received == 300_000 + 1000
 
 
+def test_the_rendezvous_stores_connections_are_not_counted(monkeypatch):
+    """Both ends of a connection on MASTER_PORT (the store's) are left out; others count."""
+    pairs = []
+    for _ in range(2):
+        server = socket.create_server(("127.0.0.1", 0))
+        client = socket.create_connection(server.getsockname())
+        pairs.append((server, client, server.accept()[0]))
+    monkeypatch.setenv("MASTER_PORT", str(pairs[0][0].getsockname()[1]))
+    try:
+        before = wire.wire_snapshot()
+        for _, client, peer in pairs:
+            client.sendall(b"x" * 105)
+            peer.recv(105)
+        moved = wire.wire_snapshot() - before
+    finally:
+        for s in (s for pair in pairs for s in pair):
+            s.close()
+    assert (moved.sent, moved.received) == (105, 105)  # the other pair's only
+
+
 def test_a_socket_opened_between_snapshots_counts_from_zero():
     earlier = wire.WireSnapshot({1: (100, 50)})
     later = wire.WireSnapshot({1: (150, 60), 2: (7, 3)})

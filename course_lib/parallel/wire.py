@@ -12,6 +12,7 @@ all-gather time that compute did not hide.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import socket
@@ -94,9 +95,11 @@ def wire_snapshot(settle: float = 5.0) -> WireSnapshot:
     """The TCP bytes every socket of this process has had acknowledged and has received so far.
 
     Waits up to ``settle`` seconds for the sockets' send queues to drain, so that bytes handed to
-    the kernel have reached the peer. Linux only (it reads ``TCP_INFO``): elsewhere the snapshot
-    is empty and nothing is counted (:data:`COUNTS_TCP`). gloo on CPUs talks TCP, NCCL on GPUs
-    does not, so on GPUs this measures nothing of NCCL's traffic.
+    the kernel have reached the peer. The connections of the rendezvous store (either end on
+    ``MASTER_PORT``) are left out: they carry the process group's bookkeeping, never a
+    collective's bytes. Linux only (it reads ``TCP_INFO``): elsewhere the snapshot is empty and
+    nothing is counted (:data:`COUNTS_TCP`). gloo on CPUs talks TCP, NCCL on GPUs does not, so
+    on GPUs this measures nothing of NCCL's traffic.
 
     Chapter 9, *Sharding with ZeRO and FSDP*.
     """
@@ -105,6 +108,7 @@ def wire_snapshot(settle: float = 5.0) -> WireSnapshot:
     import fcntl
     import termios
 
+    store = os.environ.get("MASTER_PORT", "")
     deadline = time.perf_counter() + settle
     while True:
         sockets, queued = {}, 0
@@ -116,6 +120,11 @@ def wire_snapshot(settle: float = 5.0) -> WireSnapshot:
             try:
                 if s.type != socket.SOCK_STREAM or s.family not in (socket.AF_INET,
                                                                     socket.AF_INET6):
+                    continue
+                ends = {str(s.getsockname()[1])}
+                with contextlib.suppress(OSError):  # a listening socket has no peer
+                    ends.add(str(s.getpeername()[1]))
+                if store in ends:
                     continue
                 info = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCP_INFO_BYTES)
                 sockets[inode] = struct.unpack_from("QQ", info, _ACKED_RECEIVED_AT)
