@@ -342,17 +342,18 @@ def launch(target: str, nprocs: int = 2, kwargs: dict[str, Any] | None = None, *
                                 or threads < 1):
         raise ValueError(f"threads must be a whole number >= 1 (per rank), got {threads!r}.")
     threads = threads or max(1, (os.cpu_count() or 1) // nprocs)
-    for tries_left in range(0 if chosen else PORT_TRIES - 1, -1, -1):
+    tries = 1 if chosen else PORT_TRIES
+    while True:
         try:
             return _run(target, payload, nprocs, port, backend, threads, timeout, echo)
         except _PortTaken:
-            if not tries_left:
+            tries -= 1
+            if not tries:
                 again = "Pass port=None to pick a free one" if chosen else "Run it again"
                 raise LaunchError(f"port {port} on {HOST} is busy: another program took it "
                                   "before rank 0 could listen on it, and the ranks were "
                                   f"stopped. {again}, or stop that program.") from None
             port = free_port()  # a port the launcher picked: it picks another
-    raise AssertionError("unreachable")
 
 
 class _PortTaken(Exception):
