@@ -118,8 +118,8 @@ def _random_plan(rng: random.Random) -> dict:
     layers = p.get("layers", 32)
     if p["pp"] > 1 and rng.random() < 0.4:
         p["virtual_stages"] = rng.choice([2, 3, 4, 64])
-    elif p["pp"] > 2 and rng.random() < 0.4:
-        p["edge_layers"] = rng.choice([1, 2, layers // p["pp"], layers])
+    if p["pp"] > 2 and rng.random() < 0.4:
+        p["edge_layers"] = rng.choice([1, 2, 3, layers // p["pp"], layers])
     p["zero"] = rng.choice([0, 1, 2, 3])
     if p["zero"] and rng.random() < 0.25:
         p["shard"] = rng.choice([1, 2, 4, 8])
@@ -424,6 +424,12 @@ def test_model_states_follow_zero_and_model_parallelism():
     even = plan(model="llama3-405b", nodes=16, tp=8, pp=16, zero=1)
     assert (llama.setup.edge_layers, llama.setup.middle_layers) == (7, 8)
     assert (even.setup.edge_layers, even.setup.middle_layers) == (8, 8)
+    # Interleaved as the paper ran it: a layer per chunk, 8 chunks per GPU, the first
+    # and the last holding the embedding and the head alone; the bubble (p - 1) / (v m).
+    chunks = plan(model="llama3-405b", nodes=16, tp=8, pp=16, zero=1, edge_layers=7,
+                  virtual_stages=8, micro_batches=16)
+    assert (chunks.setup.edge_layers, chunks.setup.middle_layers) == (7, 8)
+    assert chunks.time.bubble_share == pytest.approx(15 / (8 * 16 + 15))
     assert llama.memory.parameters < even.memory.parameters
     hybrid = plan(**base, zero=3, shard=4).memory  # sharded over 4, replicated 4 times
     assert hybrid.parameters == 4e9
@@ -738,8 +744,10 @@ def test_interleaving_overlap_and_width_move_the_step_as_the_text_says():
                                        rel=1e-12)
     assert two.pp == pytest.approx(2 * plain.pp, rel=1e-12)
     assert plan(**base, virtual_stages=2).setup.virtual_stages == 2
-    # Interleaving holds more micro-batches in flight: ceil((1 + 15 / 32) * 16) = 24.
-    assert model.in_flight(plan(**base, virtual_stages=2).setup) == 24
+    # Interleaving holds more: 16 micro-batches of the first stage's 8 layers and 15
+    # more of its first chunk's 4 (Megatron-LM's penalty 1 + 15 / 32, for 8 x 16).
+    assert model.held_layers(plan(**base, virtual_stages=2).setup) == 16 * 8 + 15 * 4
+    assert model.held_layers(plan(**base).setup) == 16 * 8
     half = plan(**base, tp_overlap=0.5).time
     assert half.tp == pytest.approx(plain.tp / 2, rel=1e-12)
     # The memory-bound share falls as the model widens (chapter 10's roofline), so the
@@ -851,10 +859,15 @@ def test_the_cheapest_change_is_the_first_that_fits():
         ({"pp": 2, "edge_layers": 3}, "fewer layers on the first and last stage need a "
          "middle stage: use 3 or more pipeline stages (not 2), or leave the edge layers "
          "out"),
-        ({"pp": 4, "edge_layers": 3, "virtual_stages": 2}, "uneven stages are planned "
-         "for plain 1F1B: use 1 virtual stage, or leave the edge layers out"),
+        ({"pp": 4, "edge_layers": 2, "virtual_stages": 4}, "2 layers on the first and "
+         "on the last stage leave more than one of their 4 virtual stages without a "
+         "layer (one may hold the embedding or the head alone); use at least 3 edge "
+         "layers, or fewer virtual stages"),
         ({"pp": 4, "edge_layers": 16}, "16 layers on the first and on the last stage "
          "leave too few of the 32 for the other 4 - 2 stages; use at most 15"),
+        ({"pp": 4, "edge_layers": 13, "virtual_stages": 4}, "13 layers on the first and "
+         "on the last stage leave too few of the 32 for the other 4 - 2 stages; use at "
+         "most 12"),
         ({"gpu": "custom", "gpu_memory_gb": 80, "gpu_tflops": 989},
          "a custom GPU needs its GPU memory bandwidth (TB/s): give it, or choose a GPU "
          "type"),

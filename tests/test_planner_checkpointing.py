@@ -268,7 +268,7 @@ def test_attention_recomputed_keeps_korthikantis_bytes_and_redoes_attention_alon
     assert times[0].tp == times[1].tp < times[2].tp
     # Memory: the stage's in-flight layers keep 34 s b h / t each, one layer its scores.
     mems = [plan(**gpt, checkpointing=c).memory for c in ("none", "attention")]
-    held = model.in_flight(attn) * attn.edge_layers
+    held = model.held_layers(attn)
     assert mems[1].activations == pytest.approx(
         mems[0].activations - held * scores + scores, rel=1e-12)
     # Fused attention keeps no scores: attention is none.

@@ -547,20 +547,23 @@ def _stages(layers: int, pp: int, virtual: int, edge: int | None,
             fail: Any) -> tuple[int, int, int]:
     """The layers of the first (and last) stage and of the busiest middle stage, and the
     virtual stages, checked: interleaving needs a pipeline and a layer per chunk;
-    uneven stages need a middle stage with a layer each."""
+    uneven stages need a middle stage with a layer per chunk, and their end stages a
+    layer per chunk but one, which may hold the embedding or the head alone (as Llama
+    3 405B's did: Dubey et al. 2024, section 3.3.2)."""
     if virtual > 1 and pp == 1:
         raise fail("plan_err_virtual_pp", virtual=virtual)
-    if virtual > 1 and pp * virtual > layers:
-        raise fail("plan_err_virtual_layers", virtual=virtual, pp=pp, layers=layers,
-                   most=layers // pp)
     even = math.ceil(layers / pp)
     if edge is None:
+        if pp * virtual > layers:
+            raise fail("plan_err_virtual_layers", virtual=virtual, pp=pp,
+                       layers=layers, most=layers // pp)
         return even, even, virtual
     if pp < 3:
         raise fail("plan_err_edge_pp", pp=pp)
-    if virtual > 1:
-        raise fail("plan_err_edge_virtual")
-    if 2 * edge + pp - 2 > layers:
+    if edge < virtual - 1:
+        raise fail("plan_err_edge_virtual", edge=edge, virtual=virtual,
+                   least=virtual - 1)
+    if 2 * edge + (pp - 2) * virtual > layers:
         raise fail("plan_err_edge_layers", edge=edge, layers=layers, pp=pp,
-                   most=(layers - pp + 2) // 2)
+                   most=(layers - (pp - 2) * virtual) // 2)
     return edge, math.ceil((layers - 2 * edge) / (pp - 2)), virtual

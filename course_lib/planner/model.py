@@ -98,7 +98,7 @@ from course_lib.planner.inputs import MAX_GPUS, Plan, Raw, Setup, check
 
 __all__ = ["BACKWARD_SHARE", "COMPONENTS", "Change", "Memory", "Plan", "PlanResult",
            "StepTime", "active_params", "attention_flops", "cheapest_change",
-           "context_parallel_bytes", "expert_parallel_bytes", "fsdp_buffers", "in_flight",
+           "context_parallel_bytes", "expert_parallel_bytes", "fsdp_buffers", "held_layers",
            "memory_per_gpu", "plan", "stage_share", "step_time", "HBM_PASSES",
            "REDUCE_BYTES"]
 
@@ -175,16 +175,23 @@ def _stage_shares(s: Setup) -> tuple[float, float]:
     return (stage_share(s) * s.params - experts * s.expert_params) / dense, experts
 
 
-def in_flight(s: Setup) -> int:
-    """Micro-batches whose activations the first stage holds at once: ``min(p, m)`` for
-    1F1B; interleaving multiplies ``p`` by ``1 + (p - 1) / (p v)`` (Megatron-LM's
-    ``interleaved_schedule_memory_penalty``), rounded up.
+def held_layers(s: Setup) -> int:
+    """Layer activations the first stage holds at once: its layers for ``min(p, m)``
+    micro-batches under 1F1B. Interleaved, Megatron-LM's schedule runs ``(v + 1) p -
+    1`` chunk forward passes before the first backward one, a whole round of its ``v``
+    chunks for ``p`` micro-batches and its first chunk for ``p - 1`` more (fewer when
+    there are fewer micro-batches): with equal chunks Megatron-LM's
+    ``interleaved_schedule_memory_penalty``, ``1 + (p - 1) / (p v)``. A first chunk
+    that holds the embedding alone (Llama 3's) adds nothing.
 
     Chapter 2, *The memory wall*.
     """
-    p, v = s.pp, s.virtual_stages
-    held = p if v == 1 else math.ceil((1 + (p - 1) / (p * v)) * p)
-    return min(held, s.micro_batches)
+    p, v, m = s.pp, s.virtual_stages, s.micro_batches
+    held = min(p, m) * s.edge_layers
+    if v == 1:
+        return held
+    first = max(0, s.edge_layers - (v - 1) * math.ceil(s.middle_layers / v))
+    return held + min(p - 1, max(0, m - p)) * first
 
 
 #: Bytes per element FSDP reduce-scatters gradients in (``reduce_dtype`` FP32, as torchtitan
@@ -241,7 +248,7 @@ def memory_per_gpu(s: Setup) -> Memory:
     kept = recomputation.kept_per_layer(s)
     # and the layer being recomputed: all it saves, or attention's core alone
     again = per_layer if s.checkpointing in ("full", "selective") else per_layer - kept
-    activations = in_flight(s) * s.edge_layers * kept + again
+    activations = held_layers(s) * kept + again
     if s.pp == 1:
         activations += s.micro_batch * s.seq_len * s.vocab * 4 / s.tp / s.cp
     # Chapter 2's two gathered layers (ZeRO 3) are split by tensor parallelism too.

@@ -359,17 +359,22 @@
    * the virtual stages, checked. */
   function checkStages(layers, pp, virtual, edge, fail) {
     if (virtual > 1 && pp === 1) throw fail("plan_err_virtual_pp", { virtual: virtual });
-    if (virtual > 1 && pp * virtual > layers) {
-      throw fail("plan_err_virtual_layers", { virtual: virtual, pp: pp, layers: layers,
-        most: Math.floor(layers / pp) });
-    }
     var even = Math.ceil(layers / pp);
-    if (edge === null) return [even, even, virtual];
+    if (edge === null) {
+      if (pp * virtual > layers) {
+        throw fail("plan_err_virtual_layers", { virtual: virtual, pp: pp,
+          layers: layers, most: Math.floor(layers / pp) });
+      }
+      return [even, even, virtual];
+    }
     if (pp < 3) throw fail("plan_err_edge_pp", { pp: pp });
-    if (virtual > 1) throw fail("plan_err_edge_virtual", {});
-    if (2 * edge + pp - 2 > layers) {
+    if (edge < virtual - 1) {
+      throw fail("plan_err_edge_virtual", { edge: edge, virtual: virtual,
+        least: virtual - 1 });
+    }
+    if (2 * edge + (pp - 2) * virtual > layers) {
       throw fail("plan_err_edge_layers", { edge: edge, layers: layers, pp: pp,
-        most: Math.floor((layers - pp + 2) / 2) });
+        most: Math.floor((layers - (pp - 2) * virtual) / 2) });
     }
     return [edge, Math.ceil((layers - 2 * edge) / (pp - 2)), virtual];
   }
@@ -605,10 +610,13 @@
       s.checkpointing === "selective") && !s.flash_attention);
   }
 
-  function inFlight(s) {
-    var p = s.pp, v = s.virtual_stages;
-    var held = v === 1 ? p : Math.ceil((1 + (p - 1) / (p * v)) * p);
-    return Math.min(held, s.micro_batches);
+  /** model.held_layers: the first stage's layer activations held at once. */
+  function heldLayers(s) {
+    var p = s.pp, v = s.virtual_stages, m = s.micro_batches;
+    var held = Math.min(p, m) * s.edge_layers;
+    if (v === 1) return held;
+    var first = Math.max(0, s.edge_layers - (v - 1) * Math.ceil(s.middle_layers / v));
+    return held + Math.min(p - 1, Math.max(0, m - p)) * first;
   }
 
   /** model.fsdp_buffers: the root unit gathered, one layer's gradients reduced in FP32. */
@@ -644,7 +652,7 @@
     // and the layer being recomputed: all it saves, or attention's core alone
     var again = s.checkpointing === "full" || s.checkpointing === "selective" ?
       perLayer : perLayer - kept;
-    var activations = inFlight(s) * s.edge_layers * kept + again;
+    var activations = heldLayers(s) * kept + again;
     if (s.pp === 1) {
       activations += s.micro_batch * s.seq_len * s.vocab * 4 / s.tp / s.cp;
     }

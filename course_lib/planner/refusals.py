@@ -95,8 +95,9 @@ REFUSALS_EN: dict[str, str] = {
         "pipeline stages (not {pp}), or leave the edge layers out"
     ),
     "plan_err_edge_virtual": (
-        "uneven stages are planned for plain 1F1B: use 1 virtual stage, or leave the "
-        "edge layers out"
+        "{edge} layers on the first and on the last stage leave more than one of their "
+        "{virtual} virtual stages without a layer (one may hold the embedding or the "
+        "head alone); use at least {least} edge layers, or fewer virtual stages"
     ),
     "plan_err_edge_layers": (
         "{edge} layers on the first and on the last stage leave too few of the {layers} "
@@ -228,8 +229,9 @@ REFUSALS_NL: dict[str, str] = {
         "3 of meer pipelinestages (niet {pp}), of laat de randlagen weg"
     ),
     "plan_err_edge_virtual": (
-        "ongelijke stages zijn gepland voor gewone 1F1B: neem 1 virtuele stage, of laat "
-        "de randlagen weg"
+        "{edge} lagen op de eerste en op de laatste stage laten meer dan een van hun "
+        "{virtual} virtuele stages zonder laag (een mag alleen de embedding of de head "
+        "dragen); neem minstens {least} randlagen, of minder virtuele stages"
     ),
     "plan_err_edge_layers": (
         "{edge} lagen op de eerste en op de laatste stage laten te weinig van de "

@@ -69,7 +69,11 @@ _TITAN_H100 = ("read from docs/performance.md (torchtitan, commit eaea6f6: H100s
                "of HBM2e at 2.4 TB/s, as it states, and a 500 W power limit); Llama 3.1 "
                "8B's shape from its published configuration")
 _LLAMA3_TEXT = ("read from Table 4 of the paper's text (several conversions agree); "
-                "FSDP as section 3.3.2 describes it, as ZeRO 2; no checkpointing")
+                "FSDP as section 3.3.2 describes it, as ZeRO 2; no checkpointing; "
+                "interleaved with a layer per model chunk: section 3.3.2 removes one "
+                "layer from the first and the last stage, which leaves their first and "
+                "last chunk the embedding and the head alone, so 8 chunks per GPU "
+                "(126 + 2 layers over 16 stages)")
 _NET_A100 = "the network is not in the table: InfiniBand HDR assumed"
 _ZERO3_NOTE = ("in the paper, DeepSpeed's ZeRO 3 took about as long per step on this "
                "many GPUs as on half of them (GPUs x TFLOP/s per GPU stays flat, the "
@@ -265,12 +269,13 @@ def _titan(name: str, where: str, inputs: dict[str, Any], kind: str,
                note=note)
 
 
-_LONG_CONTEXT = ("at 131,072 tokens attention is no detail: the planner's step computes "
-                 "causal attention's 6 l h s per token in a fused kernel, two thirds of "
-                 "6 N, and the published TFLOP/s count PaLM's 12 l h s, twice that; "
-                 "Llama 3's interleaved pipeline is planned as plain 1F1B (16 "
-                 "micro-batches on 16 stages: a 48 % bubble), so the planner's steps "
-                 "are too long")
+_LONG_CONTEXT = ("not identified: at 131,072 tokens attention outweighs the dense "
+                 "products, and the paper does not say how it counts attention's "
+                 "FLOPs; read, as the other two rows, in PaLM's 12 l h s per token "
+                 "(the whole square, twice the causal half the planner's fused kernel "
+                 "computes), the run made far fewer tokens than the planner's step; the "
+                 "planner's context parallelism leaves out the imbalance that document "
+                 "masks bring (section 3.3.2)")
 _DEEPSEEK = ("DeepSeek-V3 computes its matrix products in FP8 (twice the BF16 peak the "
              "planner takes), its DualPipe schedule hides the all-to-alls and the "
              "pipeline bubble behind compute, and node-limited routing sends a token "
@@ -278,8 +283,8 @@ _DEEPSEEK = ("DeepSeek-V3 computes its matrix products in FP8 (twice the BF16 pe
              "copies in 16 bits, none hidden. Multi-head latent attention and "
              "multi-token prediction are not modelled")
 _LLAMA3_405B = dict(model="llama3-405b", gpu="h100", network_link="ib-ndr", tp=8,
-                    pp=16, edge_layers=7, zero=2, checkpointing=False,
-                    global_batch=2048)
+                    pp=16, edge_layers=7, virtual_stages=8, zero=2,
+                    checkpointing=False, global_batch=2048)
 
 #: Every run of the validation set, in the order the table prints them.
 RUNS: tuple[Run, ...] = (
@@ -309,12 +314,10 @@ RUNS: tuple[Run, ...] = (
         memory_note=_DEEPSPEED_MEMORY, decidable=False),
     Run("Llama 3 405B, 8,192 H100", "dubey2024llama3", "Table 4, row 1",
         dict(_LLAMA3_405B, nodes=1024, micro_batches=32), "tflops", 430, _LLAMA3_TEXT,
-        "palm", "Llama 3 ran an interleaved pipeline (the paper does not give its "
-        "virtual stages): planned as plain 1F1B, the bubble is (p - 1) / m of the busy "
-        "time; with 2 virtual stages it halves"),
+        "palm"),
     Run("Llama 3 405B, 16,384 H100", "dubey2024llama3", "Table 4, row 2",
         dict(_LLAMA3_405B, nodes=2048, micro_batches=16), "tflops", 400, _LLAMA3_TEXT,
-        "palm", "as above, with 16 micro-batches per pipeline"),
+        "palm"),
     Run("Llama 3 405B, 128K context, 16,384 H100", "dubey2024llama3", "Table 4, row 3",
         dict(_LLAMA3_405B, nodes=2048, cp=16, seq_len=131072, global_batch=128,
              micro_batches=16), "tflops", 380,
@@ -382,13 +385,16 @@ RUNS: tuple[Run, ...] = (
            f"{_TITAN_A100}; {_NET_A100}; {_SELECTIVE}"),
     _titan("torchtitan Llama 3.1 405B, 128 H100, FSDP + TP 8", "'Llama 3.1 performance "
            "numbers', row 1", dict(model="llama3-405b", gpu="h100", gpu_memory_gb=94,
-                                   network_link="ib-ndr", nodes=16, tp=8, zero=3,
+                                   gpu_hbm_tbs=2.4, network_link="ib-ndr", nodes=16,
+                                   tp=8, zero=3,
                                    global_batch=32, micro_batches=1, checkpointing=True),
-           "tokens_per_s", 109, "read from docs/performance.md (torchtitan, the "
-           "version with 128 H100 94GB); local batch 2, global 32 as it states; "
-           "the 8,192-token sequences its 29.0 % MFU implies",
-           note="not identified: tensor parallelism's all-reduces and FSDP's "
-           "collectives share the links in the run; the planner adds them freely"),
+           "tokens_per_s", 109, "read from docs/performance.md (torchtitan, commit "
+           "3faaa1a, 128 H100 94GB); local batch 2, global 32 as it states; "
+           "the 8,192-token sequences its 29.0 % MFU implies; its footnote 1: the "
+           "lower-TDP H100 with HBM2e of the 8B rows below (2.4 TB/s taken from them)",
+           note="the same lower-TDP H100s as the Llama 3.1 8B rows below (the row's "
+           "footnote: their peak lies between the H100 SXM's and NVL's, value "
+           "unknown); the planner takes the SXM's peak"),
     _titan("torchtitan Llama 3.1 405B, 128 H100, FSDP alone: out of memory",
            "'Llama 3.1 performance numbers', text", dict(
                model="llama3-405b", gpu="h100", gpu_memory_gb=94, network_link="ib-ndr",

@@ -111,7 +111,7 @@ def predict(run: Run, mfu: float) -> tuple[float | bool, bool]:
     """The planner's figure for ``run`` at the share of peak ``mfu``, and its verdict
     on whether the run fits.
 
-    Chapter 2, *The memory wall*.
+    Chapter 10, *Hardware for LLM training*.
     """
     r = _plan(run, mfu)
     return _read(run, r), r.fits

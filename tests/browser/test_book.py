@@ -243,7 +243,8 @@ PLANNER_PAGES = {
     "notebooks/09_zero_fsdp.html": (
         {"model": "t5-11b", "gpu": "a100-80", "global_batch": 64, "zero": 0}, "en", "all"),
     "notebooks/10_hardware.html": (
-        {"model": "llama3-405b", "nodes": 1024, "tp": 8, "pp": 16, "edge_layers": 7, "zero": 2},
+        {"model": "llama3-405b", "nodes": 1024, "tp": 8, "pp": 16, "edge_layers": 7,
+         "virtual_stages": 8, "zero": 2},
         "en", "all"),
     "notebooks/11_beyond_data_parallelism.html": (
         {"model": "gpt3-175b", "gpu": "a100-80", "nodes": 128, "tp": 8, "pp": 8, "checkpointing": True,
