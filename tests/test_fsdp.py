@@ -308,6 +308,8 @@ def test_chapter_tables_lay_out_the_runs(runs):
     assert [r[1] for r in factors.rows] == ["4", "2", "1"]
     equal = ch09.equality_table(plain, runs["single"], runs["initial"])
     assert len(equal.rows) == len(plain)
+    # the first gradient's norm ratio: 1, where a sum over the ranks would show 2 or 4
+    assert all(abs(float(row[-1]) - 1) < 1e-2 for row in equal.rows)
 
 
 def _gathered_both_ways(strategy: str, shard_factor: int | None = None) -> list[bool]:

@@ -163,10 +163,13 @@ def volume_table(runs: Sequence[Run], step: int = 1) -> Table:
 
 def equality_table(runs: Sequence[Run], single: ddp.TrainingRun,
                    initial: torch.Tensor) -> Table:
-    """How far each run's final parameters are from one process's, absolutely and per update.
+    """How far each run's final parameters are from one process's, absolutely and per update,
+    and its first gradient (:func:`~course_lib.parallel.ddp.gradient_gap`).
 
     The relative error is ||theta_run - theta_one|| / ||theta_one - theta_start||: the share of
-    the training update that the run got wrong.
+    the training update that the run got wrong. The gradient is compared too, because Adam
+    hides a gradient scaled by a constant (a sum where a mean belongs): its norm ratio would be
+    the number of ranks.
 
     Chapter 9, *Sharding with ZeRO and FSDP*.
     """
@@ -174,12 +177,16 @@ def equality_table(runs: Sequence[Run], single: ddp.TrainingRun,
     rows = []
     for run in runs:
         gap = run[0].parameters - single.parameters
+        grad = ddp.gradient_gap(run[0].gradient, single.gradient)
         rows.append([label(run), f"{float(gap.abs().max()):.1e}",
                      f"{float(gap.norm() / update):.1e}",
-                     f"{run[0].history[-1] - single.history[-1]:+.4f}"])
-    return Table(["run", "max |difference|", "relative to the update", "last loss - one process'"],
-                 rows, title="Final parameters against one process trained on the global batch "
-                             "(rank 0's loss is its own half of the batch)")
+                     f"{run[0].history[-1] - single.history[-1]:+.4f}",
+                     f"{grad.max_difference:.1e}", f"{grad.norm_ratio:.6f}"])
+    return Table(["run", "max |difference|", "relative to the update",
+                  "last loss - one process'", "gradient: max |difference|",
+                  "gradient norm ratio"],
+                 rows, title="Final parameters and first gradient against one process trained "
+                             "on the global batch (rank 0's loss is its own half of the batch)")
 
 
 def factor_table(runs: Sequence[Run], step: int = 1) -> Table:

@@ -201,7 +201,7 @@ class GradientGap:
 def gradient_gap(gradient: torch.Tensor, reference: torch.Tensor) -> GradientGap:
     """Compare a flat gradient with the one-process reference's (computed in float64).
 
-    Chapter 8, *Data parallelism with DDP*.
+    Chapter 9, *Sharding with ZeRO and FSDP*.
     """
     if gradient.shape != reference.shape:
         raise ValueError(f"the gradients have {gradient.numel()} and {reference.numel()} "
