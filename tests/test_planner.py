@@ -1107,3 +1107,62 @@ def test_tensor_parallelism_splits_the_gathered_layers_of_full_sharding():
     fsdp = model.fsdp_buffers(plan(**base).setup)
     assert one.buffers == pytest.approx(2 * layer + 50e6 + fsdp, rel=1e-12)
     assert eight.buffers == pytest.approx(2 * layer / 8 + 50e6 + fsdp / 8, rel=1e-12)
+
+
+def _pytorch_peak(p: int, v: int, m: int, chunk_layers: list[int]) -> int:
+    """The most layer activations the first stage holds in PyTorch's own interleaved 1F1B:
+    its op list for rank 0 (``ScheduleInterleaved1F1B._calculate_single_rank_operations``,
+    a private method, called on a schedule built without stages), forward passes adding
+    their chunk's layers and backward passes freeing them."""
+    from torch.distributed.pipelining import schedules
+
+    schedule = object.__new__(schedules.ScheduleInterleaved1F1B)
+    schedule.pp_group_size, schedule.n_local_stages, schedule.rank = p, v, 0
+    schedule._n_microbatches = m
+    schedule.number_of_rounds = max(1, m // p)
+    schedule.microbatches_per_round = m // schedule.number_of_rounds
+    kinds = schedules._ComputationType
+    held = peak = 0
+    for action in schedule._calculate_single_rank_operations(0):
+        if action is None:
+            continue
+        layers = chunk_layers[action.stage_index // p]
+        if action.computation_type == kinds.FORWARD:
+            held += layers
+        elif action.computation_type in (kinds.FULL_BACKWARD, kinds.BACKWARD_INPUT):
+            held -= layers
+        peak = max(peak, held)
+    return peak
+
+
+@pytest.mark.parametrize("p", [2, 3, 4, 8, 16])
+def test_the_first_stage_holds_what_pytorchs_interleaved_schedule_holds(p):
+    """model.held_layers against PyTorch's ScheduleInterleaved1F1B, counted op by op: every
+    chunk count, micro-batch count it accepts (rounds of m // max(1, m // p)) and end stage,
+    equal chunks or a first chunk with fewer layers (none: the embedding alone)."""
+    import math
+    from types import SimpleNamespace
+
+    cases = 0
+    for v in (2, 3, 4, 8):
+        for m in range(1, 3 * p + 1):
+            if m % max(1, m // p):
+                continue  # PyTorch refuses these
+            for edge, middle in ((v, v), (2 * v, 2 * v), (v - 1, v), (2 * v - 1, 2 * v),
+                                 (3 * v, 3 * v + 1)):
+                chunk = math.ceil(middle / v)
+                first = max(0, edge - (v - 1) * chunk)
+                s = SimpleNamespace(pp=p, virtual_stages=v, micro_batches=m,
+                                    edge_layers=edge, middle_layers=middle)
+                mine = model.held_layers(s)
+                assert mine == _pytorch_peak(p, v, m, [first] + [chunk] * (v - 1)), \
+                    (p, v, m, edge, middle)
+                cases += 1
+    assert cases >= 100
+    # The check can fail: Megatron-LM's penalty on every layer of a Llama 3 stage (16
+    # stages, 8 one-layer chunks, the first the embedding alone) counts 18 x 7, not 16 x 7.
+    penalty = math.ceil((1 + 15 / (16 * 8)) * 16) * 7
+    llama = SimpleNamespace(pp=16, virtual_stages=8, micro_batches=32, edge_layers=7,
+                            middle_layers=8)
+    assert model.held_layers(llama) == _pytorch_peak(16, 8, 32, [0] + [1] * 7) == 16 * 7
+    assert penalty == 126 != model.held_layers(llama)

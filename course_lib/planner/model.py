@@ -177,21 +177,27 @@ def _stage_shares(s: Setup) -> tuple[float, float]:
 
 def held_layers(s: Setup) -> int:
     """Layer activations the first stage holds at once: its layers for ``min(p, m)``
-    micro-batches under 1F1B. Interleaved, Megatron-LM's schedule runs ``(v + 1) p -
-    1`` chunk forward passes before the first backward one, a whole round of its ``v``
-    chunks for ``p`` micro-batches and its first chunk for ``p - 1`` more (fewer when
-    there are fewer micro-batches): with equal chunks Megatron-LM's
-    ``interleaved_schedule_memory_penalty``, ``1 + (p - 1) / (p v)``. A first chunk
-    that holds the embedding alone (Llama 3's) adds nothing.
+    micro-batches under 1F1B. Interleaved as PyTorch's ``ScheduleInterleaved1F1B`` runs
+    it (Megatron-LM's schedule, in rounds of ``r = m // max(1, m // p)`` micro-batches),
+    the first stage runs ``(v - 1) r + 2 (p - 1)`` chunk forward passes before its first
+    backward one and one more just before it, at most all ``v m``: its chunks in turn, a
+    round of ``r`` micro-batches each. With ``r = p`` and equal chunks that is
+    Megatron-LM's ``interleaved_schedule_memory_penalty``, ``1 + (p - 1) / (p v)``; a
+    first chunk that holds the embedding alone (Llama 3's) adds nothing. The tests count
+    the same peak in PyTorch's own schedule.
 
     Chapter 2, *The memory wall*.
     """
     p, v, m = s.pp, s.virtual_stages, s.micro_batches
-    held = min(p, m) * s.edge_layers
     if v == 1:
-        return held
-    first = max(0, s.edge_layers - (v - 1) * math.ceil(s.middle_layers / v))
-    return held + min(p - 1, max(0, m - p)) * first
+        return min(p, m) * s.edge_layers
+    chunk = math.ceil(s.middle_layers / v)
+    first = max(0, s.edge_layers - (v - 1) * chunk)  # the chunk with the embedding
+    per_round = m // max(1, m // p)
+    forwards = min((v - 1) * per_round + 2 * (p - 1) + 1, v * m)
+    rounds, rest = divmod(forwards, per_round)
+    layers = [first if j % v == 0 else chunk for j in range(rounds + 1)]
+    return per_round * sum(layers[:rounds]) + rest * layers[rounds]
 
 
 #: Bytes per element FSDP reduce-scatters gradients in (``reduce_dtype`` FP32, as torchtitan

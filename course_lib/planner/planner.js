@@ -613,10 +613,15 @@
   /** model.held_layers: the first stage's layer activations held at once. */
   function heldLayers(s) {
     var p = s.pp, v = s.virtual_stages, m = s.micro_batches;
-    var held = Math.min(p, m) * s.edge_layers;
-    if (v === 1) return held;
-    var first = Math.max(0, s.edge_layers - (v - 1) * Math.ceil(s.middle_layers / v));
-    return held + Math.min(p - 1, Math.max(0, m - p)) * first;
+    if (v === 1) return Math.min(p, m) * s.edge_layers;
+    var chunk = Math.ceil(s.middle_layers / v);
+    var first = Math.max(0, s.edge_layers - (v - 1) * chunk);
+    var perRound = Math.floor(m / Math.max(1, Math.floor(m / p)));
+    var forwards = Math.min((v - 1) * perRound + 2 * (p - 1) + 1, v * m);
+    var rounds = Math.floor(forwards / perRound), rest = forwards % perRound;
+    var held = 0;
+    for (var j = 0; j < rounds; j++) held += perRound * (j % v === 0 ? first : chunk);
+    return held + rest * (rounds % v === 0 ? first : chunk);
   }
 
   /** model.fsdp_buffers: the root unit gathered, one layer's gradients reduced in FP32. */

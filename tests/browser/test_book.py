@@ -161,7 +161,8 @@ def test_chapter_9_renders_its_runs_tables_and_plots_offline(offline_page, book_
                         "GB per GPU: stage 0 120.0, stage 1 31.4, stage 2 16.6, stage 3 1.9",
                         "zero3, 2 ranks   3.00 Psi"))
     assert_shows(text, ("Model states per GPU: 7.5B parameters, mixed precision Adam, 64 GPUs",
-                        "MB per rank between steps", "Final parameters against one process",
+                        "MB per rank between steps",
+                        "Final parameters and first gradient against one process",
                         "Communication of rank 0 in step 1", "from replicated (factor 1)",
                         "ZeRO-3 on 8 GPUs with and without FSDP's CPU offload",
                         "Published FSDP results (Zhao et al. 2023), as checked here",
