@@ -1140,7 +1140,6 @@ def test_the_first_stage_holds_what_pytorchs_interleaved_schedule_holds(p):
     """model.held_layers against PyTorch's ScheduleInterleaved1F1B, counted op by op: every
     chunk count, micro-batch count it accepts (rounds of m // max(1, m // p)) and end stage,
     equal chunks or a first chunk with fewer layers (none: the embedding alone)."""
-    import math
     from types import SimpleNamespace
 
     cases = 0
