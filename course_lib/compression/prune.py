@@ -355,9 +355,9 @@ def chapter_finetunes(model: nn.Module, tokenizer: PreTrainedTokenizerBase | Non
                       progress: bool = True) -> None:
     """Every fine-tuning run of chapter 6, as its notebook makes them (cached: a second call loads).
 
-    The magnitude sweep (both scopes, every sparsity of :data:`SWEEP`), one-shot and gradual pruning to
-    90 % (four stages) on every seed of :data:`GRADUAL_SEEDS`, and the model with half of its MLP units
-    removed.
+    The magnitude sweep (both scopes, every sparsity of :data:`SWEEP`; the unpruned control
+    once), one-shot and gradual pruning to 90 % (four stages) on every seed of
+    :data:`GRADUAL_SEEDS`, and the model with half of its MLP units removed.
 
     Chapter 6, *Pruning lab*.
     """
@@ -367,6 +367,8 @@ def chapter_finetunes(model: nn.Module, tokenizer: PreTrainedTokenizerBase | Non
     tokenizer = data.course_tokenizer() if tokenizer is None else tokenizer
     for scope in SCOPES:
         for s in SWEEP:
+            if s == 0 and scope != SCOPES[0]:
+                continue  # nothing pruned: one control run serves both scopes, as in ch06
             prune_and_finetune(model, magnitude_masks(model, s, scope), f"magnitude {scope} {s:.0%}",
                                RECOVERY_RECIPE, tokenizer, progress)
     for seed in GRADUAL_SEEDS:  # one shot against gradual, on several seeds of the batches

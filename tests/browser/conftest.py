@@ -135,12 +135,19 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
+class _QuietServer(http.server.ThreadingHTTPServer):
+    def handle_error(self, request, client_address) -> None:
+        """A page that navigates on drops its pending requests: not worth a traceback."""
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)
+
+
 @pytest.fixture(scope="session")
 def book_server():
     """The built book served over HTTP on a free loopback port."""
     if not (BOOK_HTML / "index.html").exists():
         pytest.fail(f"the book is not built in {BOOK_HTML}: run `bash scripts/build.sh` first")
-    server = http.server.ThreadingHTTPServer(
+    server = _QuietServer(
         ("127.0.0.1", free_port()), functools.partial(_QuietHandler, directory=str(BOOK_HTML))
     )
     thread = threading.Thread(target=server.serve_forever, daemon=True)
