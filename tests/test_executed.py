@@ -70,6 +70,43 @@ def executed_outputs(outputs: list, merged: bool = MERGED) -> list:
     return kept
 
 
+#: What may have ended the first piece of a stream, which myst-nb's merge replaced by one newline.
+ENDINGS = ("", "\n", "\n\n")
+
+
+def unmerged_outputs(outputs: list) -> list[list]:
+    """The outputs the kernel may have sent, rebuilt from myst-nb's merged copy of a cell.
+
+    The kernel sends a stream in pieces, cut wherever its 0.2 s flush timer falls, even between
+    ``print``'s text and its newline. myst-nb's merge strips each piece's trailing white space and
+    ends it with one newline, so ``"a"`` + ``"\\nb\\n"`` becomes ``"a\\n\\nb\\n"``: a blank
+    line that was never printed. The later pieces are kept as sent, so the first piece is the merged
+    text less theirs, up to the white space that ended it, which is one of ``ENDINGS``. Returns one
+    list of outputs per way it may have ended, each stream's text whole, as nbval joins them; []
+    where the merged text is not the pieces' (myst-nb also resolved ``\\r`` or ``\\b`` in it).
+    """
+    texts: dict[str, list[str]] = {}
+    for output in outputs:
+        if output.output_type == "stream":
+            texts.setdefault(output.name, []).append(output.text)
+    heads = {}
+    for name, (merged, *later) in texts.items():
+        rest = "".join(piece.rstrip() + "\n" for piece in later if piece.rstrip())
+        if not merged.endswith("\n" + rest):
+            return []
+        heads[name] = merged[:len(merged) - len(rest) - 1]
+    candidates = []
+    for ending in ENDINGS:
+        whole = {name: heads[name] + ending + "".join(later)
+                 for name, (_, *later) in texts.items()}
+        kept = executed_outputs(outputs)
+        for output in kept:
+            if output.output_type == "stream":
+                output.text = whole[output.name]
+        candidates.append(coalesce_streams(kept))
+    return candidates
+
+
 def committed_outputs(outputs: list, merged: bool = MERGED) -> list:
     """The committed outputs of a cell, streams coalesced as the executed copy's are.
 
@@ -94,8 +131,12 @@ def problems(committed: nbformat.NotebookNode, ran: nbformat.NotebookNode) -> li
             found.append(f"cell {i} raised {errors[0].ename}: {errors[0].evalue}")
         if "nbval-check-output" in tags:
             comparison = _Comparison()
-            if not comparison.compare_outputs(executed_outputs(theirs.outputs),
-                                              committed_outputs(mine.outputs)):
+            unmerged = unmerged_outputs(theirs.outputs) if MERGED else []
+            if not (comparison.compare_outputs(executed_outputs(theirs.outputs),
+                                               committed_outputs(mine.outputs))
+                    or any(_Comparison().compare_outputs(sent, committed_outputs(mine.outputs,
+                                                                                 merged=False))
+                           for sent in unmerged)):
                 found.append(f"cell {i}'s output differs from the committed one:\n"
                              + "\n".join(comparison.comparison_traceback))
     return found
@@ -144,3 +185,30 @@ def test_the_check_fails_where_nbval_fails():
     other = _notebook([], [])
     other.cells[0].source = "print(y)"
     assert "other cells" in problems(_notebook([], []), other)[0]
+
+
+def test_a_stream_cut_inside_a_line_passes_and_other_blank_lines_fail():
+    """The kernel cut ``print``'s text from its newline; myst-nb's merge then added a blank line.
+
+    Chapter 4's cell 9 in CI: the book build's copy read ``fp32 ...\\n\\nfp16 ...`` with a second
+    piece ``\\nfp16 ...``, where the committed run printed no blank line.
+    """
+    def out(text: str) -> dict:
+        return {"output_type": "stream", "name": "stdout", "text": text}
+
+    checked = ["nbval-check-output"]
+    printed = _notebook([out("fp32\nfp16\nbf16\n")], checked)
+    cut = _notebook([out("fp32\n\nfp16\nbf16\n"), out("\nfp16\nbf16\n")], checked)
+    assert problems(printed, cut) == []
+    assert problems(_notebook([out("fp32\n"), out("fp16\nbf16\n")], checked), cut) == []
+    # a blank line the run printed, cut after it or not, is still a difference
+    assert "differs" in problems(printed, _notebook([out("fp32\n\nfp16\nbf16\n")], checked))[0]
+    assert "differs" in problems(printed, _notebook([out("fp32\n\n\nfp16\nbf16\n"),
+                                                     out("\n\nfp16\nbf16\n")], checked))[0]
+    # other text around the cut, or a first piece that is not the merged text's, fails
+    assert "differs" in problems(printed, _notebook([out("fp32\n\nfp8\nbf16\n"),
+                                                     out("\nfp8\nbf16\n")], checked))[0]
+    assert "differs" in problems(printed, _notebook([out("fp64\n\nfp16\nbf16\n"),
+                                                     out("\nfp16\nbf16\n")], checked))[0]
+    assert "differs" in problems(printed, _notebook([out("fp32\n\nfp16\nbf16\n"),
+                                                     out("\nfp16\n")], checked))[0]
