@@ -145,7 +145,9 @@ def run_programs(programs: list[dict[str, Any]], cases: list[dict[str, Any]], in
     ``inputs`` ("module:function") builds this rank's arguments of a case,
     ``function(rank, world_size, *args, **kwargs)``. An outcome is ``{"value": ...}`` or an
     error with the line it came from. A program that raises stops there, and so do the programs
-    after it: its messages may be left half-sent. A collective that waits more than ``collective_timeout`` seconds raises.
+    after it: its messages may be left half-sent, so it leaves the process group, and a peer
+    waiting for it raises at once. A collective that waits more than ``collective_timeout``
+    seconds raises.
 
     Used by the library's other modules.
     """
@@ -167,6 +169,9 @@ def run_programs(programs: list[dict[str, Any]], cases: list[dict[str, Any]], in
                 mine.append({"value": _copied(fn(*args))})
             except Exception as err:  # noqa: BLE001 - reported at the learner's line
                 mine.append(_error(err, program))
+                # Close this rank's connections: a peer waiting in a collective for it fails
+                # at once (its error comes after this one) instead of after the timeout.
+                dist.destroy_process_group()
                 return outcomes
     return outcomes
 

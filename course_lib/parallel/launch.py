@@ -78,6 +78,11 @@ PORT_TRIES = 3
 #: On a bad flag, the seconds the other ranks wait for rank 0 to report it: torchrun stops the
 #: whole group as soon as one rank exits, and rank 0 must not be stopped before it has spoken.
 RANK_ZERO_WAIT = 30.0
+#: How long (seconds) a stopped rank has between SIGTERM and SIGKILL. A rank blocked in C++ (a
+#: collective waiting for a peer that failed, the store waiting for rank 0) runs its SIGTERM
+#: handler only when that call returns, which is never: it waits out the grace. Its handler
+#: only notes the signal and kills the rank's group, which SIGKILL of the group does as well.
+STOP_GRACE = 1.0
 
 
 class LaunchError(RuntimeError):
@@ -286,8 +291,9 @@ def _pump(rank: int, stream: Any, lines: queue.Queue) -> None:
     stream.close()
 
 
-def stop_processes(processes: list[subprocess.Popen], grace: float = 5.0) -> None:
-    """Stop every process that still runs, with its process group: SIGTERM, then SIGKILL.
+def stop_processes(processes: list[subprocess.Popen], grace: float = STOP_GRACE) -> None:
+    """Stop every process that still runs, with its process group: SIGTERM, then SIGKILL
+    ``grace`` seconds later.
 
     Chapter 8, *Data parallelism with DDP*.
     """
