@@ -80,8 +80,8 @@ PORT_TRIES = 3
 RANK_ZERO_WAIT = 30.0
 #: How long (seconds) a stopped rank has between SIGTERM and SIGKILL. A rank blocked in C++ (a
 #: collective waiting for a peer that failed, the store waiting for rank 0) runs its SIGTERM
-#: handler only when that call returns, which is never: it waits out the grace. Its handler
-#: only notes the signal and kills the rank's group, which SIGKILL of the group does as well.
+#: handler only when that call returns (at its timeout, a minute by default): it waits.
+#: The handler only notes the signal and kills the rank's group, as SIGKILL of the group does.
 STOP_GRACE = 1.0
 
 
