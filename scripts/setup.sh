@@ -14,10 +14,7 @@ if [ ! -x .venv/bin/python ]; then
   echo "==> creating .venv with $("$PYTHON" --version)"
   "$PYTHON" -m venv .venv
 fi
-# --no-compile: pip would byte-compile every module of every package (a fifth of the install's
-# time); Python compiles those that are imported, once, as they are imported.
 PIP=(.venv/bin/python -m pip --disable-pip-version-check)
-INSTALL=(install -q --no-compile)
 stamp=.venv/.course-installed
 want="$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
@@ -25,8 +22,8 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0
 fi
 echo "==> installing torch==2.13.0"
-"${PIP[@]}" "${INSTALL[@]}" "torch==2.13.0"
+"${PIP[@]}" install -q "torch==2.13.0"
 echo "==> installing course-lib[book,dev] with constraints.txt"
-"${PIP[@]}" "${INSTALL[@]}" -c constraints.txt -e ".[book,dev]"
+"${PIP[@]}" install -q -c constraints.txt -e ".[book,dev]"
 .venv/bin/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (course)" >/dev/null
 echo "$want" > "$stamp"
