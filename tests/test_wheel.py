@@ -190,10 +190,8 @@ def venv(work, dists) -> Venv:
     v = Venv(prefix, cwd, env, torch_dir)
     purelib = v.python("-c", "import sysconfig; print(sysconfig.get_path('purelib'))").strip()
     Path(purelib, "course-torch.pth").write_text(f"{torch_dir}\n")
-    # --no-compile: pip byte-compiles every module of every package it installs (a third of the
-    # install's time); Python compiles the few the tests import as it imports them.
-    v.python("-m", "pip", "install", "--disable-pip-version-check", "-q", "--no-compile", "-c",
-             ROOT / "constraints.txt", dists["wheel"], "nbclient", "ipykernel", timeout=600)
+    v.python("-m", "pip", "install", "--disable-pip-version-check", "-q", "-c", ROOT / "constraints.txt",
+             dists["wheel"], "nbclient", "ipykernel", timeout=600)
     return v
 
 
