@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from course_lib.parallel import failures, launch, lifetime
+from course_lib.parallel import failures, launch
 from course_lib.parallel.launch import LaunchError
 from conftest import ranks_import_from
 
@@ -283,12 +283,12 @@ def test_a_process_that_outlasts_sigterm_is_killed_after_the_grace():
     """A rank blocked in C++ runs its SIGTERM handler only when the call returns: as here, where
     SIGTERM is ignored, it is killed STOP_GRACE seconds later, its group with it."""
     code = ("import signal, subprocess, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-            "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
-            "print('ready', flush=True); time.sleep(60)")
+            "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+            "print(child.pid, flush=True); time.sleep(60)")
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
                             start_new_session=True)
     try:
-        assert proc.stdout.readline() == "ready\n"
+        child = int(proc.stdout.readline())
         start = time.monotonic()
         launch.stop_processes([proc])
         took = time.monotonic() - start
@@ -299,10 +299,7 @@ def test_a_process_that_outlasts_sigterm_is_killed_after_the_grace():
         proc.stdout.close()
     assert proc.returncode == -signal.SIGKILL
     assert launch.STOP_GRACE <= took < launch.STOP_GRACE + 2
-    deadline = time.monotonic() + 5  # the sleeping child went with it (SIGKILL lands at once)
-    while lifetime.group_members(proc.pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not lifetime.group_members(proc.pid)
+    assert_all_gone([child])  # the sleeping child went with it, its group killed
 
 
 @pytest.mark.slow
