@@ -384,7 +384,8 @@ def grade_notebook(path: str | Path, timeout_s: float = 120.0) -> list[GradeRow]
     lab is re-checked in a fresh process on the lab's own cases (:func:`_recheck`); its row, named
     as the lab names it, says "missing" when its cell is gone, names an answer that calls the
     lab's reference or the library function the chapter teaches, and says "timed out after N s"
-    past ``timeout_s`` (per cell, and per re-check). Exercises without a chapter's lab imported
+    past ``timeout_s`` (per cell, and per re-check; a cell past it is interrupted and the run
+    goes on, even when the cell catches the interrupt). Exercises without a chapter's lab imported
     raise ValueError; a notebook without any gives no rows.
 
     Used by the library's other modules.
@@ -409,8 +410,14 @@ def grade_notebook(path: str | Path, timeout_s: float = 120.0) -> list[GradeRow]
         return []
     with tempfile.TemporaryDirectory(prefix="course-grade-") as folder:
         shutil.copy2(path, Path(folder) / path.name)
+        # Past the timeout a cell is interrupted and the run goes on without waiting for its
+        # reply (error_on_timeout): a cell that swallows the interrupt (a bare ``except:`` in
+        # its loop) never replies, and nbclient would interrupt it again and again, forever.
+        stopped = {"ename": "TimeoutError", "evalue": f"past {timeout_s:g} s", "traceback": []}
         client = NotebookClient(nb, timeout=timeout_s, kernel_name="python3", allow_errors=True,
-                                interrupt_on_timeout=True, resources={"metadata": {"path": folder}})
+                                interrupt_on_timeout=True, error_on_timeout=stopped,
+                                shutdown_kernel="immediate",
+                                resources={"metadata": {"path": folder}})
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
