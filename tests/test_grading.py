@@ -173,24 +173,16 @@ def test_a_timeout_that_is_not_a_positive_number_of_seconds_is_refused(notebook,
     assert "--timeout" in err and "must be a positive number" in err and "Traceback" not in err
 
 
-def test_a_cell_stopped_by_the_timeout_says_so(tmp_path):
-    nb = new_notebook(cells=[new_code_cell(SETUP),
+def test_a_cell_stopped_by_the_timeout_says_so_and_one_deaf_to_it_does_not_hold_the_grading(
+        tmp_path, monkeypatch):
+    """The kernel never answers a cell that ignores the interrupt (a bare ``except:`` in a loop
+    can do the same): the grading goes on past it, where nbclient would interrupt it forever;
+    the exercise stuck in its own loop is then re-checked, and timed out, in its own process."""
+    deaf = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"
+    nb = new_notebook(cells=[new_code_cell(SETUP), new_code_cell(deaf),
                              exercise("def my_groups(world_size, tp):\n    while True:\n        pass"),
                              new_code_cell("lab.mesh_groups(my_groups)")])
     nbformat.write(nb, tmp_path / "loop.ipynb")
-    rows = {r.exercise: r for r in grading.grade_notebook(tmp_path / "loop.ipynb", timeout_s=3)}
-    row = rows["mesh_groups"]
-    assert row.result == "not yet" and row.feedback.startswith("timed out after 3 s (")
-    assert "KeyboardInterrupt" not in row.feedback and "--timeout" in row.feedback
-
-
-def test_a_cell_that_ignores_the_interrupt_does_not_hold_the_grading(tmp_path, monkeypatch):
-    """The kernel never answers a cell that ignores the interrupt (a bare ``except:`` in a loop
-    can do the same): the grading goes on past it, where nbclient would interrupt it forever."""
-    deaf = "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass"
-    nb = new_notebook(cells=[new_code_cell(SETUP), new_code_cell(deaf), exercise(GROUPS),
-                             new_code_cell("lab.mesh_groups(my_groups)")])
-    nbformat.write(nb, tmp_path / "deaf.ipynb")
     clients, rows = [], []
 
     class Recorded(nbclient.NotebookClient):
@@ -200,14 +192,16 @@ def test_a_cell_that_ignores_the_interrupt_does_not_hold_the_grading(tmp_path, m
 
     monkeypatch.setattr(nbclient, "NotebookClient", Recorded)
     grader = threading.Thread(daemon=True, target=lambda: rows.extend(
-        grading.grade_notebook(tmp_path / "deaf.ipynb", timeout_s=2)))
+        grading.grade_notebook(tmp_path / "loop.ipynb", timeout_s=3)))
     grader.start()
     grader.join(60)
     if grader.is_alive():  # the kernel still spins: kill it, so that nothing is left running
         os.kill(clients[0].km.provisioner.pid, signal.SIGKILL)
         grader.join(30)
-        pytest.fail("the grading still waited on the cell a minute after its 2 s timeout")
-    assert {r.exercise: r.result for r in rows}["mesh_groups"] == "pass"  # re-checked all the same
+        pytest.fail("the grading still waited on a cell a minute after its 3 s timeout")
+    row = {r.exercise: r for r in rows}["mesh_groups"]
+    assert row.result == "not yet" and row.feedback.startswith("timed out after 3 s (")
+    assert "KeyboardInterrupt" not in row.feedback and "--timeout" in row.feedback
 
 
 def test_a_notebook_without_exercises_is_not_graded_silently(tmp_path, capsys):

@@ -413,10 +413,11 @@ def grade_notebook(path: str | Path, timeout_s: float = 120.0) -> list[GradeRow]
         # Past the timeout a cell is interrupted and the run goes on without waiting for its
         # reply (error_on_timeout): a cell that swallows the interrupt (a bare ``except:`` in
         # its loop) never replies, and nbclient would interrupt it again and again, forever.
+        # Its late outputs are not waited for long (iopub_timeout): none is trusted anyway.
         stopped = {"ename": "TimeoutError", "evalue": f"past {timeout_s:g} s", "traceback": []}
         client = NotebookClient(nb, timeout=timeout_s, kernel_name="python3", allow_errors=True,
                                 interrupt_on_timeout=True, error_on_timeout=stopped,
-                                shutdown_kernel="immediate",
+                                iopub_timeout=1, shutdown_kernel="immediate",
                                 resources={"metadata": {"path": folder}})
         try:
             with warnings.catch_warnings():
