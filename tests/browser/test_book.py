@@ -338,12 +338,24 @@ LAB_PAGES = ["01_pretraining_objectives", "02_memory_wall", "03_number_formats",
 
 
 @pytest.mark.parametrize("notebook", LAB_PAGES)
-def test_every_exercise_shows_its_stub_and_a_collapsed_worked_solution(offline_page, book_server, notebook):
+def test_every_lab_shows_its_setup_line_its_stubs_and_collapsed_worked_solutions(
+        offline_page, book_server, notebook):
     cells = nbformat.read(ROOT / "notebooks" / f"{notebook}.ipynb", as_version=4).cells
     stubs = [c for c in cells if "exercise" in c.metadata.get("tags", [])]
     dutch = notebook.startswith("nl/")
     page = offline_page
     chapter_text(page, book_server, notebook)
+    # The setup cell (Colab install, environment check) shows as one closed line.
+    setup = page.locator(".cell.tag_course-setup")
+    assert setup.count() == 1
+    code, output = setup.locator(".cell_input"), setup.locator(".cell_output")
+    assert not code.is_visible() and not output.is_visible()
+    summary = setup.locator("summary")
+    assert "Colab" in summary.inner_text() and "\n" not in summary.inner_text().strip()
+    summary.click()
+    code.wait_for(state="visible", timeout=5_000)
+    assert "setup_notebook(seed=0)" in code.inner_text()
+    assert output.inner_text().strip()  # the environment report, one click away
     # Each stub ran in the build: its feedback says "not done yet" (or "not answered yet").
     waiting = ("Nog niet gedaan", "Nog niet beantwoord") if dutch else ("Not done yet", "Not answered yet")
     feedback = page.locator(".cell.tag_exercise .cell_output")
@@ -369,23 +381,6 @@ def test_every_exercise_shows_its_stub_and_a_collapsed_worked_solution(offline_p
         assert "must_pass=True" in code.inner_text()
         passed = ("Geslaagd", "Goed") if dutch else ("Passed", "Right")
         assert output.inner_text().startswith(passed)
-
-
-@pytest.mark.parametrize("notebook", LAB_PAGES)
-def test_the_setup_cell_is_one_line_until_opened(offline_page, book_server, notebook):
-    """The setup cell (Colab install, environment check) shows as one closed line."""
-    page = offline_page
-    chapter_text(page, book_server, notebook)
-    setup = page.locator(".cell.tag_course-setup")
-    assert setup.count() == 1
-    code, output = setup.locator(".cell_input"), setup.locator(".cell_output")
-    assert not code.is_visible() and not output.is_visible()
-    summary = setup.locator("summary")
-    assert "Colab" in summary.inner_text() and "\n" not in summary.inner_text().strip()
-    summary.click()
-    code.wait_for(state="visible", timeout=5_000)
-    assert "setup_notebook(seed=0)" in code.inner_text()
-    assert output.inner_text().strip()  # the environment report, one click away
 
 
 # ----------------------------------------------------------------------------------------
