@@ -391,8 +391,7 @@ def grade_notebook(path: str | Path, timeout_s: float = 120.0) -> list[GradeRow]
     Used by the library's other modules.
     """
     try:
-        from nbclient import NotebookClient
-        from nbclient.exceptions import DeadKernelError
+        from nbclient import NotebookClient, exceptions
     except ImportError as err:  # a plain install of the course, without the book's extras
         raise ImportError("grading runs notebooks with nbclient and ipykernel: pip install "
                           "nbclient ipykernel, then grade again") from err
@@ -410,10 +409,8 @@ def grade_notebook(path: str | Path, timeout_s: float = 120.0) -> list[GradeRow]
         return []
     with tempfile.TemporaryDirectory(prefix="course-grade-") as folder:
         shutil.copy2(path, Path(folder) / path.name)
-        # Past the timeout a cell is interrupted and the run goes on without waiting for its
-        # reply (error_on_timeout): a cell that swallows the interrupt (a bare ``except:`` in
-        # its loop) never replies, and nbclient would interrupt it again and again, forever.
-        # Its late outputs are not waited for long (iopub_timeout): none is trusted anyway.
+        # error_on_timeout: past it, go on; a cell deaf to the interrupt (a bare ``except:``
+        # in a loop) never replies, and nbclient would interrupt it forever. Late outputs: 1 s.
         stopped = {"ename": "TimeoutError", "evalue": f"past {timeout_s:g} s", "traceback": []}
         client = NotebookClient(nb, timeout=timeout_s, kernel_name="python3", allow_errors=True,
                                 interrupt_on_timeout=True, error_on_timeout=stopped,
@@ -423,7 +420,7 @@ def grade_notebook(path: str | Path, timeout_s: float = 120.0) -> list[GradeRow]
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 client.execute(stderr=subprocess.DEVNULL)  # the kernel's "[IPKernelApp] WARNING"
-        except DeadKernelError as err:  # re-check what is there all the same
+        except exceptions.DeadKernelError as err:  # re-check what is there all the same
             print(f"{path.name}: the kernel died: {err}", file=sys.stderr)
         return _recheck_all(nb, lab, Path(folder), timeout_s)
 
@@ -451,10 +448,8 @@ def _cells_hash(nb: nbformat.NotebookNode) -> str:
 def _is_untouched_copy(path: Path) -> bool:
     """Whether ``path`` is a learner copy exactly as :func:`learner_copy` wrote it."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            nb = nbformat.read(path, as_version=4)
-    except Exception:  # noqa: BLE001 - not a notebook we wrote: never overwritten
+        nb = read_notebook(path)
+    except (OSError, ValueError):  # not a notebook we wrote: never overwritten
         return False
     mark = nb.metadata.get(COPY_KEY, {})
     return isinstance(mark, dict) and mark.get("sha256") == _cells_hash(nb)
@@ -538,12 +533,10 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--timeout", type=float, default=120.0, help="seconds per cell (default 120)")
     grade.add_argument("--json", action="store_true", help="print a JSON list instead of tables: "
                        "notebook, exercise, status, message per exercise (for an LMS)")
-    copies = sub.add_parser("learner-copies", help="write the notebooks without their solutions",
-                            allow_abbrev=False)
+    copies = sub.add_parser("learner-copies", help="write the notebooks without solutions", allow_abbrev=False)
     copies.add_argument("dest", metavar="DEST", help="the folder to write the learner copies into")
     copies.add_argument("--source", default="notebooks", help="the folder of notebooks (default: notebooks)")
-    copies.add_argument("--force", action="store_true",
-                        help="overwrite notebooks in DEST that a learner changed")
+    copies.add_argument("--force", action="store_true", help="overwrite notebooks in DEST a learner changed")
     return parser
 
 
@@ -559,11 +552,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         try:
             written = learner_copies(args.source, args.dest, force=args.force)
-        except (ValueError, FileExistsError) as err:
-            print(f"{PROG} learner-copies: error: {err}.", file=sys.stderr)
-            return 2
-        except Exception as err:  # a folder we may not write, or a file that is not a notebook
-            print(f"{PROG} learner-copies: error: {type(err).__name__}: {err}", file=sys.stderr)
+        except Exception as err:  # noqa: BLE001 - also a folder we may not write
+            why = f"{err}." if isinstance(err, (ValueError, FileExistsError)) else \
+                f"{type(err).__name__}: {err}"
+            print(f"{PROG} learner-copies: error: {why}", file=sys.stderr)
             return 2
         print(f"wrote {len(written)} learner copies into {args.dest}")
         return 0
