@@ -39,8 +39,9 @@ KNOWN = (
     "checkpointing, planned as torchtitan's policy) come out low; memory "
     "leaves out buffers, fragmentation "
     "and temporaries at the peak, so a verdict within 10 % of the usable is too close "
-    "to call; DeepSeek-V3's FP8 products, its DualPipe overlap of "
-    "the all-to-alls and its node-limited FP8 dispatch are not modelled.")
+    "to call; DeepSeek-V3's FP8 products, DualPipe's smaller bubble and its "
+    "node-limited FP8 dispatch are not modelled (its all-to-alls hide behind compute "
+    "as DualPipe hides them, up to the compute's own time).")
 
 
 def main() -> int:

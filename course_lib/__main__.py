@@ -59,6 +59,8 @@ _PLAN_FLAGS = (
     ("--edge-layers", "edge_layers", "layers of the first and of the last stage, when "
      "fewer than the others (default: equal stages)"),
     ("--ep", "ep", "expert-parallel degree, carved from the data-parallel GPUs (default 1)"),
+    ("--ep-overlap", "ep_overlap", "share of expert parallelism's all-to-alls hidden "
+     "behind compute, at most its time, 0-1 (default 0)"),
     ("--micro-batches", "micro_batches", "micro-batches per replica and step (default: "
      "one sequence each)"),
     ("--global-batch", "global_batch", "sequences per step (default: the preset's)"),

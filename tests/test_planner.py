@@ -137,6 +137,8 @@ def _random_plan(rng: random.Random) -> dict:
         group = dp * p.get("cp", 1)
         p["ep"] = rng.choice([e for e in (1, 2, 4, 8, 16, 64)
                               if experts % e == 0 and group % e == 0])
+        if rng.random() < 0.5:
+            p["ep_overlap"] = rng.choice([0, 0.3, "0.5", 1])
     if rng.random() < 0.6:
         micro = rng.choice([1, 2, 4, 8, 16, 32])
         p["micro_batches"] = micro
@@ -849,6 +851,8 @@ def test_the_cheapest_change_is_the_first_that_fits():
         ({"mfu": "1,5"}, "MFU of the matrix products must be a number, got '1,5'"),
         ({"tp_overlap": 1.5}, "share of tensor parallelism's communication hidden "
          "must be a number from 0 to 1, got 1.5"),
+        ({"ep_overlap": -0.5}, "share of expert parallelism's all-to-alls hidden must "
+         "be a number from 0 to 1, got -0.5"),
         ({"virtual_stages": 2}, "2 virtual stages interleave a pipeline: use 2 or more "
          "pipeline stages, or 1 virtual stage"),
         ({"virtual_stages": 0}, "number of virtual stages must be a whole number from 1 "

@@ -250,6 +250,28 @@ def test_the_javascript_refuses_the_same_degrees_with_the_same_words():
     assert got == want
 
 
+def test_hidden_all_to_alls_never_exceed_the_compute_they_hide_behind():
+    """``ep_overlap`` hides that share of the all-to-alls behind the busiest GPU's
+    compute, never more than the compute's own time: DeepSeek-V3's all-to-alls, across
+    8 nodes in BF16, outlast its compute, so even all of them hidden leave the rest
+    exposed (at about the fitted efficiency); inside a node they are short, and all of
+    them disappear."""
+    none, half, every = (plan(**DEEPSEEK, mfu=0.6, ep_overlap=x).time for x in (0, 0.5, 1))
+    assert none.ep > none.compute > none.ep / 2
+    assert half.ep == pytest.approx(none.ep / 2, rel=1e-12)
+    assert every.ep == pytest.approx(none.ep - none.compute, rel=1e-12) and every.ep > 0
+    share = none.bubble_share
+    for t in (none, every):  # the bubble idles for the busy time that is left
+        busy = t.compute + t.tp + t.pp + t.cp + t.ep
+        assert t.bubble == pytest.approx(busy * share / (1 - share), rel=1e-12)
+    small = dict(model="custom", params=2e9, layers=8, hidden=2048, heads=16,
+                 vocab=32000, seq_len=4096, experts=8, top_k=2, expert_params=1.5e9,
+                 gpus_per_node=8, ep=8)
+    inside, hidden = plan(**small).time, plan(**small, ep_overlap=1).time
+    assert 0 < inside.ep < inside.compute and hidden.ep == 0
+    assert hidden.step == pytest.approx(inside.step - inside.ep, rel=1e-12)
+
+
 def test_the_report_says_what_context_and_expert_parallelism_send():
     from course_lib.planner import report
 

@@ -86,7 +86,9 @@ class Plan:
     ``expert_params``: a mixture of experts, each token routed to ``top_k`` of
     ``experts`` experts holding ``expert_params`` of the parameters (None: the preset's,
     else 1, 1, 0: dense). ``cp``: context parallelism, each sequence split over ``cp``
-    GPUs; ``ep``: expert parallelism, the experts spread over ``ep`` GPUs.
+    GPUs; ``ep``: expert parallelism, the experts spread over ``ep`` GPUs;
+    ``ep_overlap``: the share of its all-to-alls hidden behind compute, at most the
+    compute's own time (0: none; DeepSeek-V3's DualPipe hides them all, 1).
     ``checkpointing``: activation checkpointing, one of :data:`CHECKPOINTING` (``False``
     and ``True`` stand for none and full): full keeps each layer's input, selective what
     torchtitan's op-level policy keeps, attention all but attention's scores, which
@@ -133,6 +135,7 @@ class Plan:
     virtual_stages: Raw = 1
     edge_layers: Raw = None
     ep: Raw = 1
+    ep_overlap: Raw = 0
     micro_batches: Raw = None
     checkpointing: Raw = "none"
     flash_attention: Raw = True
@@ -181,6 +184,7 @@ FIELDS: tuple[Field, ...] = (
     Field("cp", "whole", 1, 1024),
     Field("pp", "whole", 1, 100_000), Field("virtual_stages", "whole", 1, 100_000),
     Field("edge_layers", "whole", 1, 100_000), Field("ep", "whole", 1, 100_000),
+    Field("ep_overlap", "nonneg", 0, 1),
     Field("micro_batches", "whole", 1, 1_000_000_000), Field("checkpointing", "switch"),
     Field("flash_attention", "bool"), Field("dropout", "bool"),
     Field("global_batch", "whole", 1, 1_000_000_000),
@@ -368,6 +372,7 @@ class Setup:
     ep: int
     sequence_parallel: bool
     mlp: int
+    ep_overlap: float
 
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(Plan)}
@@ -523,7 +528,7 @@ def check(plan: Plan, language: str = "en") -> Setup:
         batch // (dp * micro), v["checkpointing"], v["flash_attention"], v["dropout"],
         batch, float(v["tokens"]), v["mfu"], float(hbm), v["tp_overlap"], virtual,
         edge, middle, kv_heads, experts, top_k, float(expert_params), cp, ep,
-        v["sequence_parallel"], v["mlp"])
+        v["sequence_parallel"], v["mlp"], v["ep_overlap"])
 
 
 def _check_mixture(heads: int, kv_heads: int, experts: int, top_k: int,

@@ -70,7 +70,10 @@ from the modules that teach it:
   each; per layer and micro-batch four all-to-alls (dispatch and combine, forward and backward;
   six with recomputation), each GPU sending ``(ep - 1) / ep`` of ``k h e`` bytes per
   token it holds (chapter 12's bound, the tokens spread evenly), on the node's link when
-  ``t ep`` GPUs fit in a node, else the network, none hidden. Every layer of the busiest
+  ``t ep`` GPUs fit in a node, else the network; ``ep_overlap`` of them hidden behind
+  the busiest GPU's compute, never more than the compute's own time (DeepSeek-V3's
+  DualPipe runs one micro-batch's all-to-alls during another's compute and hides them
+  all, its section 3.2.1: ``ep_overlap`` 1). Every layer of the busiest
   stage is counted as a mixture (DeepSeek-V3's 3 dense layers sit on its first stage),
   and its activations as a dense layer's.
 * **The whole run**: tokens / tokens per step steps, in days and GPU-hours, and the MFU
@@ -452,7 +455,7 @@ def expert_parallel_bytes(s: Setup) -> float:
 
 def _context_and_experts(s: Setup) -> tuple[float, float]:
     """Seconds of context parallelism's K/V collectives and of expert parallelism's
-    all-to-alls in one step on the busiest stage, none hidden."""
+    all-to-alls in one step on the busiest stage, before any is hidden."""
     layers = max(s.edge_layers, s.middle_layers) * s.micro_batches
     cp = ep = 0.0
     if s.cp > 1:
@@ -488,6 +491,7 @@ def step_time(s: Setup) -> StepTime:
         send = cost_model.ring_time("broadcast", message / s.tp, 2, link)
         pp = 2 * s.micro_batches * s.virtual_stages * send
     cp, ep = _context_and_experts(s)
+    ep -= min(s.ep_overlap * ep, compute)  # hidden behind compute, at most all of it
     busy = compute + tp + pp + cp + ep
     share = pipeline.theoretical_bubble(s.pp, s.micro_batches, s.virtual_stages)
     bubble = busy * share / (1 - share)

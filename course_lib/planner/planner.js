@@ -333,7 +333,7 @@
       hbm: hbm, tp_overlap: v.tp_overlap, virtual_stages: stages[2],
       edge_layers: stages[0], middle_layers: stages[1], kv_heads: kvHeads,
       experts: experts, top_k: topK, expert_params: expertParams, cp: cp, ep: ep,
-      sequence_parallel: v.sequence_parallel, mlp: v.mlp
+      sequence_parallel: v.sequence_parallel, mlp: v.mlp, ep_overlap: v.ep_overlap
     };
   }
 
@@ -901,6 +901,7 @@
         ringTime("broadcast", message / s.tp, 2, link);
     }
     var spread = contextAndExperts(s, T);
+    spread[1] -= Math.min(s.ep_overlap * spread[1], compute);  // hidden behind compute
     var busy = compute + tp + pp + spread[0] + spread[1];
     var share = theoreticalBubble(s.pp, s.micro_batches, s.virtual_stages);
     var bubble = busy * share / (1 - share);
@@ -958,7 +959,8 @@
       "net_alpha_us", "net_beta_gbs"]],
     ["plan_heading_strategy", ["precision", "optimizer", "zero", "shard", "offload",
       "tp", "tp_overlap", "sequence_parallel", "cp", "pp", "virtual_stages",
-      "edge_layers", "ep", "micro_batches", "checkpointing", "flash_attention", "dropout",
+      "edge_layers", "ep", "ep_overlap", "micro_batches", "checkpointing",
+      "flash_attention", "dropout",
       "mfu"]]
   ];
   // Inputs a new model or GPU choice resets to the preset's or datasheet's values.
@@ -1163,7 +1165,7 @@
       vocab: s.vocab, seq_len: s.seq_len, global_batch: s.global_batch,
       tokens: this.short(s.tokens), gpu_memory_gb: s.capacity / 1e9,
       gpu_tflops: s.peak / 1e12, gpu_hbm_tbs: s.hbm / 1e12, shard: s.shard,
-      micro_batches: s.micro_batches, tp_overlap: s.tp_overlap,
+      micro_batches: s.micro_batches, tp_overlap: s.tp_overlap, ep_overlap: s.ep_overlap,
       virtual_stages: s.virtual_stages, edge_layers: s.edge_layers,
       node_alpha_us: s.node_link.latency * 1e6,
       node_beta_gbs: s.node_link.bandwidth / 1e9,

@@ -277,11 +277,12 @@ _LONG_CONTEXT = ("not identified: at 131,072 tokens attention outweighs the dens
                  "planner's context parallelism leaves out the imbalance that document "
                  "masks bring (section 3.3.2)")
 _DEEPSEEK = ("DeepSeek-V3 computes its matrix products in FP8 (twice the BF16 peak the "
-             "planner takes), its DualPipe schedule hides the all-to-alls and the "
-             "pipeline bubble behind compute, and node-limited routing sends a token "
-             "over InfiniBand to at most 4 nodes, in FP8; the planner sends all 8 "
-             "copies in 16 bits, none hidden. Multi-head latent attention and "
-             "multi-token prediction are not modelled")
+             "planner takes), its DualPipe schedule shrinks the pipeline bubble, and "
+             "node-limited routing sends a token over InfiniBand to at most 4 nodes, "
+             "in FP8; the planner sends all 8 copies in 16 bits (hidden behind compute "
+             "as DualPipe hides them, but the longer of the two, here the "
+             "all-to-alls). Multi-head latent attention and multi-token prediction "
+             "are not modelled")
 _LLAMA3_405B = dict(model="llama3-405b", gpu="h100", network_link="ib-ndr", tp=8,
                     pp=16, edge_layers=7, virtual_stages=8, zero=2,
                     checkpointing=False, global_batch=2048)
@@ -340,10 +341,12 @@ RUNS: tuple[Run, ...] = (
     Run("DeepSeek-V3, 2,048 H800, per trillion tokens", "deepseek2024v3",
         "section 1 (and Table 1: 180K H800 GPU-hours per trillion tokens)",
         dict(model="deepseek-v3", gpu="h800", network_link="ib-ndr", nodes=256, pp=16,
-             ep=64, zero=1, tokens=1e12), "days", 3.7,
+             ep=64, ep_overlap=1, zero=1, tokens=1e12), "days", 3.7,
         "'3.7 days on our cluster with 2048 H800 GPUs' per trillion tokens, read from "
         "the paper's introduction; PP 16, EP 64 over 8 nodes, ZeRO-1 from section "
-        "3.2; InfiniBand at 50 GB/s per GPU (section 3.2.2); 15,360 sequences of 4K "
+        "3.2; DualPipe's all-to-alls 'fully hidden during execution' (section "
+        "3.2.1): EP overlap 1; InfiniBand at 50 GB/s per GPU (section 3.2.2); "
+        "15,360 sequences of 4K "
         "per batch (section 4.2; the ramp from 3,072 over the first 469B tokens left "
         "out); micro-batches not published: one sequence each", note=_DEEPSEEK),
     _mpt("70b", 64862437376, "h100", 64, 8, 4, 2048, True, 1039),

@@ -62,6 +62,7 @@ _WORDS_EN: dict[str, str] = {
     "plan_what_virtual_stages": "number of virtual stages",
     "plan_what_edge_layers": "layers of the first and last stage",
     "plan_what_ep": "expert-parallel degree",
+    "plan_what_ep_overlap": "share of expert parallelism's all-to-alls hidden",
     "plan_what_micro_batches": "number of micro-batches",
     "plan_what_checkpointing": "activation checkpointing",
     "plan_what_flash_attention": "fused attention",
@@ -102,6 +103,7 @@ _WORDS_EN: dict[str, str] = {
     "plan_label_virtual_stages": "Virtual stages",
     "plan_label_edge_layers": "End-stage layers",
     "plan_label_ep": "Expert parallel",
+    "plan_label_ep_overlap": "EP all-to-alls hidden (0-1)",
     "plan_label_micro_batches": "Micro-batches",
     "plan_label_checkpointing": "Activation checkpointing",
     "plan_label_flash_attention": "Fused attention",
@@ -190,7 +192,8 @@ _WORDS_EN: dict[str, str] = {
     "plan_ep_traffic": (
         "expert parallelism over {ep} GPUs: {count} all-to-alls per layer and "
         "micro-batch (dispatch and combine, forward and backward), each sending {mb} MB "
-        "per GPU on {link}: {seconds} s per step, none hidden; {active} of the {params} "
+        "per GPU on {link}: {seconds} s per step not hidden behind compute; {active} of "
+        "the {params} "
         "parameters active per token"
     ),
     "plan_train": (
@@ -253,6 +256,9 @@ _WORDS_NL: dict[str, str] = {
     "plan_what_virtual_stages": "het aantal virtuele stages",
     "plan_what_edge_layers": "het aantal lagen van de eerste en laatste stage",
     "plan_what_ep": "de expert-parallelle graad",
+    "plan_what_ep_overlap": (
+        "het verborgen deel van de all-to-alls van het expertparallellisme"
+    ),
     "plan_what_micro_batches": "het aantal micro-batches",
     "plan_what_checkpointing": "activatie-checkpointing",
     "plan_what_flash_attention": "gefuseerde attention",
@@ -294,6 +300,7 @@ _WORDS_NL: dict[str, str] = {
     "plan_label_virtual_stages": "Virtuele stages",
     "plan_label_edge_layers": "Lagen eindstages",
     "plan_label_ep": "Expertparallel",
+    "plan_label_ep_overlap": "Verborgen EP-all-to-alls (0-1)",
     "plan_label_micro_batches": "Aantal micro-batches",
     "plan_label_checkpointing": "Activatie-checkpointing",
     "plan_label_flash_attention": "Gefuseerde attention",
@@ -386,7 +393,8 @@ _WORDS_NL: dict[str, str] = {
     "plan_ep_traffic": (
         "expertparallellisme over {ep} GPU's: {count} all-to-alls per laag en "
         "micro-batch (verzenden en terugsturen, voorwaarts en achterwaarts), elk {mb} MB "
-        "per GPU over {link}: {seconds} s per stap, niets verborgen; {active} van de "
+        "per GPU over {link}: {seconds} s per stap niet achter het rekenen verborgen; "
+        "{active} van de "
         "{params} parameters actief per token"
     ),
     "plan_train": (
