@@ -73,7 +73,8 @@ from the modules that teach it:
   ``t ep`` GPUs fit in a node, else the network; ``ep_overlap`` of them hidden behind
   the busiest GPU's compute, never more than the compute's own time (DeepSeek-V3's
   DualPipe runs one micro-batch's all-to-alls during another's compute and hides them
-  all, its section 3.2.1: ``ep_overlap`` 1). Every layer of the busiest
+  all, its section 3.2.1: ``ep_overlap`` 1; the same compute also hides data
+  parallelism's collectives, and each may use all of it). Every layer of the busiest
   stage is counted as a mixture (DeepSeek-V3's 3 dense layers sit on its first stage),
   and its activations as a dense layer's.
 * **The whole run**: tokens / tokens per step steps, in days and GPU-hours, and the MFU
