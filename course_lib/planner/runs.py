@@ -281,8 +281,9 @@ _DEEPSEEK = ("DeepSeek-V3 computes its matrix products in FP8 (twice the BF16 pe
              "node-limited routing sends a token over InfiniBand to at most 4 nodes, "
              "in FP8; the planner sends all 8 copies in 16 bits (hidden behind compute "
              "as DualPipe hides them, but the longer of the two, here the "
-             "all-to-alls). Multi-head latent attention and multi-token prediction "
-             "are not modelled")
+             "all-to-alls). Multi-head latent attention, multi-token prediction and "
+             "the 20 of 132 SMs that communication takes (section 3.5.1) are not "
+             "modelled")
 _LLAMA3_405B = dict(model="llama3-405b", gpu="h100", network_link="ib-ndr", tp=8,
                     pp=16, edge_layers=7, virtual_stages=8, zero=2,
                     checkpointing=False, global_batch=2048)
