@@ -212,13 +212,33 @@ RUNS_4 = [{"strategy": s} for s in ("zero1", "zero2", "zero3")] + [
     {"strategy": "hsdp", "shard_factor": f} for f in (1, 2)]
 
 
+LINK = {"node": "NVLink 4 (H100)", "network": "Ethernet 100G", "ranks_per_node": 2, "scale": 100}
+BUDGET = 12 * PSI  # 3/4 of DDP's 16 bytes per parameter
+#: The runs of the later tests: prefetch modes and a memory budget on 2 ranks; whole-number
+#: reshard and links on 4.
+EXTRA_2 = [*[{"strategy": "zero3", "prefetch": p} for p in fsdp.PREFETCH],
+           {"strategy": "ddp", "memory_budget": BUDGET},
+           {"strategy": "zero3", "memory_budget": BUDGET}]
+EXTRA_4 = [{"strategy": "zero3", "reshard_after_forward": 2},
+           {"strategy": "zero3", "emulate": LINK},
+           {"strategy": "hsdp", "shard_factor": 2, "emulate": LINK}]
+
+
 @pytest.fixture(scope="module")
-def runs():
-    """Every run the slow tests check (one launch per world size), and the one-process reference."""
+def launched():
+    """Every run of this file's slow tests, by world size: one launch of each, its ranks
+    started once (as chapter 9 runs them), the plain runs first."""
+    return {n: ch09.by_run(launch.launch(fsdp.__name__ + ":train_many", n,
+                                         {"runs": plain + extra}, timeout=400, echo=False))
+            for n, plain, extra in ((2, RUNS_2, EXTRA_2), (4, RUNS_4, EXTRA_4))}
+
+
+@pytest.fixture(scope="module")
+def runs(launched):
+    """Every plain run the slow tests check, by label, and the one-process reference."""
     out = {}
-    for n, kwargs in ((2, RUNS_2), (4, RUNS_4)):
-        for run in ch09.by_run(launch.launch(fsdp.__name__ + ":train_many", n,
-                                             {"runs": kwargs}, timeout=400, echo=False)):
+    for n, plain in ((2, RUNS_2), (4, RUNS_4)):
+        for run in launched[n][:len(plain)]:
             out[ch09.label(run)] = run
     out["single"] = ddp.train_single(steps=3, global_batch=8, seq_len=64, lr=3e-3, seed=0)
     out["initial"] = fsdp.initial_parameters(0)
@@ -395,22 +415,10 @@ def test_node_links_needs_a_model_sharded_by_shard_model():
         fsdp.node_links(torch.nn.Linear(2, 2), "NVLink 4 (H100)", "Ethernet 100G", 0)
 
 
-LINK = {"node": "NVLink 4 (H100)", "network": "Ethernet 100G", "ranks_per_node": 2, "scale": 100}
-BUDGET = 12 * PSI  # 3/4 of DDP's 16 bytes per parameter
-
-
 @pytest.fixture(scope="module")
-def extra_runs():
-    """Prefetch modes and a memory budget on 2 ranks; whole-number reshard and links on 4."""
-    two = launch.launch(fsdp.__name__ + ":train_many", 2, {"runs": [
-        *[{"strategy": "zero3", "prefetch": p} for p in fsdp.PREFETCH],
-        {"strategy": "ddp", "memory_budget": BUDGET},
-        {"strategy": "zero3", "memory_budget": BUDGET}]}, timeout=400, echo=False)
-    four = launch.launch(fsdp.__name__ + ":train_many", 4, {"runs": [
-        {"strategy": "zero3", "reshard_after_forward": 2},
-        {"strategy": "zero3", "emulate": LINK},
-        {"strategy": "hsdp", "shard_factor": 2, "emulate": LINK}]}, timeout=400, echo=False)
-    return ch09.by_run(two), ch09.by_run(four)
+def extra_runs(launched):
+    """EXTRA_2's runs on 2 ranks and EXTRA_4's on 4, in their order."""
+    return launched[2][len(RUNS_2):], launched[4][len(RUNS_4):]
 
 
 @pytest.mark.slow
