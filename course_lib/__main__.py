@@ -50,7 +50,7 @@ _PLAN_FLAGS = (
     ("--shard", "shard", "hybrid sharding: shard over groups of this many replicas"),
     ("--tp", "tp", "tensor-parallel degree, inside a node (default 1)"),
     ("--tp-overlap", "tp_overlap", "share of tensor parallelism's all-reduces hidden "
-     "behind compute, 0-1 (default 0)"),
+     "behind compute, at most its time, 0-1 (default 0)"),
     ("--cp", "cp", "context-parallel degree: each sequence split over this many GPUs "
      "(default 1)"),
     ("--pp", "pp", "pipeline stages (default 1)"),

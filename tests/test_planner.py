@@ -752,6 +752,11 @@ def test_interleaving_overlap_and_width_move_the_step_as_the_text_says():
     assert model.held_layers(plan(**base).setup) == 16 * 8
     half = plan(**base, tp_overlap=0.5).time
     assert half.tp == pytest.approx(plain.tp / 2, rel=1e-12)
+    # never hidden for longer than the compute: on a slow link, all of it cannot hide
+    slow = dict(base, node_link="custom", node_alpha_us=10, node_beta_gbs=1)
+    bare, hidden = plan(**slow).time, plan(**slow, tp_overlap=1).time
+    assert bare.tp > bare.compute
+    assert hidden.tp == pytest.approx(bare.tp - bare.compute, rel=1e-12)
     # The memory-bound share falls as the model widens (chapter 10's roofline), so the
     # per-GPU throughput at one MFU rises with the hidden size.
     shares = [plan(model="custom", params=12 * 24 * h * h, layers=24, hidden=h,

@@ -72,7 +72,8 @@ class Plan:
     at the compute roof; each product's HBM traffic, the memory-bound work, the bubble
     and exposed communication come on top, so the MFU a paper publishes (end to end) is
     the planner's ``achieved_mfu``, not this input. ``tp_overlap``: the share of tensor
-    parallelism's all-reduces hidden behind compute (0: none). ``sequence_parallel``:
+    parallelism's all-reduces hidden behind compute, at most the compute's own time
+    (0: none). ``sequence_parallel``:
     Megatron-LM's sequence parallelism (Korthikanti et al. 2022) with tensor
     parallelism; off, the norms' and the projections' inputs and dropout's masks stay
     whole on every tensor-parallel GPU (no effect at ``tp`` 1). ``virtual_stages``: the

@@ -38,7 +38,8 @@ from the modules that teach it:
   activations; tensor parallelism's
   all-reduces, four per layer and micro-batch (six with full recomputation, five with
   selective: :data:`~course_lib.planner.recomputation.COLLECTIVE_PASSES`) of ``s b h``
-  activations on the node's link; pipeline sends, one activation
+  activations on the node's link, ``tp_overlap`` of them hidden behind compute (as
+  ``ep_overlap`` below, :func:`not_hidden`); pipeline sends, one activation
   and one gradient per
   micro-batch (``s b h / t`` each, on the node's link when the pipeline fits in a node,
   else the network); the bubble ``(p - 1) / (m + p - 1)`` of chapter 11's
@@ -73,8 +74,8 @@ from the modules that teach it:
   ``t ep`` GPUs fit in a node, else the network; ``ep_overlap`` of them hidden behind
   the busiest GPU's compute, never more than the compute's own time (DeepSeek-V3's
   DualPipe runs one micro-batch's all-to-alls during another's compute and hides them
-  all, its section 3.2.1: ``ep_overlap`` 1; the same compute also hides data
-  parallelism's collectives, and each may use all of it). Every layer of the busiest
+  all, its section 3.2.1: ``ep_overlap`` 1; the same compute also hides tensor and
+  data parallelism's collectives, and each may use all of it). Every layer of the busiest
   stage is counted as a mixture (DeepSeek-V3's 3 dense layers sit on its first stage),
   and its activations as a dense layer's.
 * **The whole run**: tokens / tokens per step steps, in days and GPU-hours, and the MFU
@@ -103,7 +104,7 @@ from course_lib.planner.inputs import MAX_GPUS, Plan, Raw, Setup, check
 __all__ = ["BACKWARD_SHARE", "COMPONENTS", "Change", "Memory", "Plan", "PlanResult",
            "StepTime", "active_params", "attention_flops", "cheapest_change",
            "context_parallel_bytes", "expert_parallel_bytes", "fsdp_buffers", "held_layers",
-           "memory_per_gpu", "plan", "stage_share", "step_time", "HBM_PASSES",
+           "memory_per_gpu", "not_hidden", "plan", "stage_share", "step_time", "HBM_PASSES",
            "REDUCE_BYTES"]
 
 #: The share of a step's compute that DDP's gradient all-reduce can hide behind: the cost
@@ -454,6 +455,15 @@ def expert_parallel_bytes(s: Setup) -> float:
     return (s.ep - 1) / s.ep * s.top_k * tokens * s.hidden * e
 
 
+def not_hidden(seconds: float, overlap: float, compute: float) -> float:
+    """What is left of ``seconds`` of communication once its share ``overlap`` hides
+    behind ``compute`` seconds of computing: never more than the compute's own time.
+
+    Chapter 2, *The memory wall*.
+    """
+    return seconds - min(overlap * seconds, compute)
+
+
 def _context_and_experts(s: Setup) -> tuple[float, float]:
     """Seconds of context parallelism's K/V collectives and of expert parallelism's
     all-to-alls in one step on the busiest stage, before any is hidden."""
@@ -484,15 +494,16 @@ def step_time(s: Setup) -> StepTime:
     message = s.seq_len // s.cp * s.micro_batch * s.hidden * precision.activation_bytes
     all_reduce = cost_model.ring_time("all-reduce", message, s.tp, s.node_link)
     layers_here = max(s.edge_layers, s.middle_layers)
-    tp = (layers_here * s.micro_batches * recomputation.collective_passes(s, "tp")
-          * all_reduce * (1 - s.tp_overlap))
+    passes = recomputation.collective_passes(s, "tp")
+    tp = not_hidden(layers_here * s.micro_batches * passes * all_reduce, s.tp_overlap,
+                    compute)
     pp = 0.0
     if s.pp > 1:
         link = s.node_link if s.tp * s.pp <= s.gpus_per_node else s.network_link
         send = cost_model.ring_time("broadcast", message / s.tp, 2, link)
         pp = 2 * s.micro_batches * s.virtual_stages * send
     cp, ep = _context_and_experts(s)
-    ep -= min(s.ep_overlap * ep, compute)  # hidden behind compute, at most all of it
+    ep = not_hidden(ep, s.ep_overlap, compute)
     busy = compute + tp + pp + cp + ep
     share = pipeline.theoretical_bubble(s.pp, s.micro_batches, s.virtual_stages)
     bubble = busy * share / (1 - share)

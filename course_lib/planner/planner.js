@@ -885,6 +885,11 @@
     return [cp, ep];
   }
 
+  /** model.not_hidden: communication left once its share overlap hides behind compute. */
+  function notHidden(seconds, overlap, compute) {
+    return seconds - Math.min(overlap * seconds, compute);
+  }
+
   function stepTime(s, T) {
     var precision = T.precisions[s.precision];
     var computed = computeTime(s, T), compute = computed[0];
@@ -892,8 +897,8 @@
       precision.activation_bytes;
     var allReduce = ringTime("all-reduce", message, s.tp, s.node_link);
     var layersHere = Math.max(s.edge_layers, s.middle_layers);
-    var tp = layersHere * s.micro_batches * collectivePasses(s, T, "tp") * allReduce *
-      (1 - s.tp_overlap);
+    var tp = notHidden(layersHere * s.micro_batches * collectivePasses(s, T, "tp") *
+      allReduce, s.tp_overlap, compute);
     var pp = 0;
     if (s.pp > 1) {
       var link = s.tp * s.pp <= s.gpus_per_node ? s.node_link : s.network_link;
@@ -901,7 +906,7 @@
         ringTime("broadcast", message / s.tp, 2, link);
     }
     var spread = contextAndExperts(s, T);
-    spread[1] -= Math.min(s.ep_overlap * spread[1], compute);  // hidden behind compute
+    spread[1] = notHidden(spread[1], s.ep_overlap, compute);
     var busy = compute + tp + pp + spread[0] + spread[1];
     var share = theoreticalBubble(s.pp, s.micro_batches, s.virtual_stages);
     var bubble = busy * share / (1 - share);
