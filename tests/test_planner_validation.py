@@ -22,8 +22,8 @@ MIN_RUNS = 50
 
 
 @pytest.fixture(scope="module")
-def mfu() -> float:
-    return validation.calibrate()
+def mfu() -> dict[str, float]:
+    return validation.efficiencies()
 
 
 def test_the_set_is_large_and_from_several_sources():
@@ -65,7 +65,7 @@ def test_no_published_value_enters_the_calibration():
     moved = tuple(run if run.name in named or run.kind == "fits"
                   else dataclasses.replace(run, value=run.value * 3)
                   for run in runs.RUNS)
-    assert validation.calibrate(runs=moved) == validation.calibrate()
+    assert validation.efficiencies(runs=moved) == validation.efficiencies()
 
 
 def test_the_calibration_runs_are_left_out_of_the_rows(mfu):
@@ -76,10 +76,54 @@ def test_the_calibration_runs_are_left_out_of_the_rows(mfu):
 
 
 def test_the_calibration_meets_its_target_on_its_runs(mfu):
-    assert 0.05 < mfu < 1
-    chosen = [run for run in runs.RUNS if run.name in runs.CALIBRATION_RUNS]
-    logs = [math.log(validation.predict(run, mfu)[0] / run.value) for run in chosen]
-    assert sum(logs) / len(logs) == pytest.approx(0, abs=1e-6)
+    """One efficiency per GPU generation, each meeting its own runs (geometric mean of
+    the ratios 1), and each run predicted at its own generation's."""
+    assert set(mfu) == {"Ampere", "Hopper"}
+    for generation, value in mfu.items():
+        assert 0.05 < value < 1
+        chosen = [run for run in runs.RUNS if run.name in runs.CALIBRATION_RUNS
+                  and validation.generation(run) == generation]
+        logs = [math.log(validation.predict(run, mfu)[0] / run.value) for run in chosen]
+        assert chosen and sum(logs) / len(logs) == pytest.approx(0, abs=1e-6)
+        assert all(validation.predict(run, value) == validation.predict(run, mfu)
+                   for run in chosen)
+    assert validation.fitted_mfu("h800") == validation.fitted_mfu("h100") == mfu["Hopper"]
+    assert validation.fitted_mfu("a100-40") == mfu["Ampere"]
+
+
+def test_one_efficiency_for_every_gpu_misses_what_one_per_generation_meets():
+    """Why the efficiency is fitted per generation: fitted alone, the two A100 runs agree
+    within 1 % and the H100 run lies a quarter below; one value fitted on all three
+    leaves the H100s' MPT runs without checkpointing 25-40 % fast and misses the
+    throughput goal that the per-generation fit meets."""
+    alone = [validation.calibrate([name]) for name in runs.CALIBRATION_RUNS]
+    assert max(alone[:2]) / min(alone[:2]) < 1.01 and alone[2] < 0.8 * min(alone[:2])
+
+    def share(rows):
+        speed = [row for row in rows if row.run.kind in ("tflops", "tokens_per_s")]
+        return sum(row.within for row in speed) / len(speed)
+
+    one = validation.calibrate()
+    assert share(validation.validate(mfu=one)) < 0.8 <= share(validation.validate())
+    fast = [validation.predict(run, one)[0] / run.value for run in runs.RUNS
+            if run.name.startswith("MPT-") and run.inputs["gpu"] == "h100"
+            and not run.inputs["checkpointing"] and run.name not in runs.CALIBRATION_RUNS]
+    assert len(fast) == 5 and all(1.25 < ratio < 1.4 for ratio in fast)
+
+
+def test_a_generation_without_a_fitted_efficiency_is_named():
+    """A run whose GPUs' generation has no calibration run, and a GPU with none, raise
+    with the generation and what to do, never predicting at another's efficiency."""
+    h100 = next(run for run in runs.RUNS if run.inputs["gpu"] == "h100")
+    with pytest.raises(ValueError, match="no efficiency fitted for Hopper GPUs.*"
+                                         "calibration run of that generation"):
+        validation.predict(h100, {"Ampere": 0.6})
+    with pytest.raises(ValueError, match="no efficiency fitted for the GPU 'l40s'"):
+        validation.fitted_mfu("l40s")
+    with pytest.raises(ValueError, match="no calibration runs"):
+        validation.efficiencies(["no such run"])
+    with pytest.raises(ValueError, match="no calibration runs"):
+        validation.efficiencies([])
 
 
 @pytest.mark.parametrize("target", [50.0, 1e-4])
@@ -106,7 +150,7 @@ def test_a_run_with_an_mfu_input_is_refused():
 def test_per_gpu_throughput_rises_with_model_size_as_in_megatron_table_1(mfu):
     """Megatron-LM's weak scaling (Table 1: 137 TFLOP/s per GPU at 1.7B, 163 at 1T):
     each product's HBM traffic from its shape makes the planner's rise too, from the
-    smallest model to the largest, at the one calibrated efficiency."""
+    smallest model to the largest, at the A100s' one calibrated efficiency."""
     rows = [row for row in validation.validate(mfu=mfu)
             if row.run.where == "Table 1"]
     first, last = rows[0], rows[-1]
@@ -162,7 +206,7 @@ def test_the_landing_page_and_readme_state_the_validation_as_it_comes_out():
     intro = (root / "book" / "intro.md").read_text(encoding="utf-8")
     readme = (root / "README.md").read_text(encoding="utf-8")
     assert f"next to {numeric} figures of published runs" in intro
-    assert 0.65 < within / numeric < 0.75 and "about seven in ten" in intro
+    assert 0.8 < within / numeric < 0.9 and "more than four in five" in intro
     assert f"{within} of the {numeric} figures with a number" in readme
     assert f"{len(runs.RUNS)} runs of Megatron-LM" in readme
     assert f"the other {len(rows)} are" in readme

@@ -320,14 +320,15 @@ PLANNED = ("Llama 3 405B, 128K context, 16,384 H100",
 
 def planned_runs(names: Sequence[str] = PLANNED
                  ) -> list[tuple[validation.Row, PlanResult]]:
-    """Each named run's validation row and the planner's whole plan of it, at the one
-    fitted efficiency (:func:`course_lib.planner.validation.calibrate`).
+    """Each named run's validation row and the planner's whole plan of it, at the
+    efficiency fitted for its GPUs (:func:`course_lib.planner.validation.efficiencies`).
 
     Chapter 12, *Long sequences and many experts*.
     """
-    mfu = validation.calibrate()
+    mfu = validation.efficiencies()
     rows = {row.run.name: row for row in validation.validate(mfu=mfu)}
-    return [(rows[name], planner_model.plan(**rows[name].run.inputs, mfu=mfu))
+    return [(rows[name], planner_model.plan(
+        **rows[name].run.inputs, mfu=mfu[validation.generation(rows[name].run)]))
             for name in names]
 
 

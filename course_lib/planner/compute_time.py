@@ -21,15 +21,17 @@ the calibrated efficiency ``mfu`` of the compute roof plus the HBM traffic at th
 datasheet's bandwidth, added, not overlapped. The roofline's own bound, the larger of
 the two (:meth:`~course_lib.hardware.roofline.Operation.seconds`), is what a kernel that
 hid every byte behind its arithmetic would reach; measured against the published runs
-it changes nothing: at the calibrated efficiency every product of the validation set
+when this form was chosen (one efficiency for every GPU then, and a smaller set of runs)
+it changed nothing: at the calibrated efficiency every product of the validation set
 lies right of that roof's ridge, and Megatron-LM's weak scaling (Table 1: 137 to 163
-TFLOP/s per GPU from 1.7B to 1T) stays flat in the planner (144 to 143). The sum, the
+TFLOP/s per GPU from 1.7B to 1T) stayed flat in the planner (144 to 143). The sum, the
 pessimistic bound where the max is the optimistic one, charges a product for its bytes
 wherever it stands (at the ridge, half the compute roof), and the planner's per-GPU
-throughput then rises with the model's width (131 to 145 on Table 1; 33 of the 49
+throughput then rose with the model's width (131 to 145 on Table 1; 33 of the 49
 throughput figures in the band, against 32); combinations between the two (``(a^p +
-b^p)^(1/p)`` for p of 1.5, 2, 4) move monotonically from the sum's numbers to the
-max's, so the sum is the form the data supports, and it has no constant to fit.
+b^p)^(1/p)`` for p of 1.5, 2, 4) moved monotonically from the sum's numbers to the
+max's, so the sum is the form the data supports, and it has no constant to fit
+(``benchmarks/planner.py`` prints today's figures).
 
 :func:`slowdowns` returns, for the dense products (``6 N T``) and for attention's, the
 HBM seconds per second of arithmetic at the compute roof: time = FLOP time x (1 +

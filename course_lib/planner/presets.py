@@ -24,8 +24,8 @@ from course_lib.hardware import roofline
 from course_lib.numbers import memory
 from course_lib.parallel import cost_model
 
-__all__ = ["CUSTOM_GPU_LINKS", "GPUS", "KEY_OF_LINK", "LINKS", "LINK_KEYS",
-           "PEAK_DTYPE", "PRESETS", "Preset"]
+__all__ = ["CUSTOM_GPU_LINKS", "GENERATIONS", "GPUS", "KEY_OF_LINK", "LINKS",
+           "LINK_KEYS", "PEAK_DTYPE", "PRESETS", "Preset"]
 
 
 @dataclass(frozen=True)
@@ -140,6 +140,12 @@ GPUS: dict[str, roofline.Accelerator] = {
                                 note="An H100 SXM with NVLink cut to 400 GB/s"),
     "l40s": roofline.DATASHEETS["L40S"],
 }
+#: Each GPU's generation. The same software reaches a different share of each
+#: generation's peak (FlashAttention-2: 50-73 % of an A100's, 35 % of an H100's), so the
+#: validation fits the planner's ``mfu`` once per generation
+#: (:func:`course_lib.planner.validation.efficiencies`).
+GENERATIONS = {"a100-40": "Ampere", "a100-80": "Ampere", "h100": "Hopper",
+               "h800": "Hopper", "l40s": "Ada"}
 #: The datasheet peak a precision computes at (FP32 training uses no TF32 here:
 #: PyTorch's default for matrix products).
 PEAK_DTYPE: dict[str, str] = {"fp32": "fp32", "bf16-mixed": "bf16",

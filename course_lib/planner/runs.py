@@ -93,16 +93,6 @@ _RESERVED = ("torchtitan's memory figure is the allocator's peak reserved memory
              "BF16, 3.9 GiB for 2 x 8,192 x 128,256, and the loss on an FP32 copy, with "
              "their gradients), temporaries at the peak and the blocks the allocator "
              "keeps cached")
-_NO_OVERLAP = ("not identified: FSDP's gathers hide behind compute in the planner, "
-               "as they should; under-predicted like the A100 runs with "
-               "checkpointing above")
-_SMALL_H100 = ("small models run further below an H100's peak than the roofline of "
-               "their products and their memory-bound work explain (they weigh more on "
-               "an H100, whose ridge point is nearly twice an A100's): kernel "
-               "launches and matrix tiles too small for the GPU the planner does not "
-               "model, and it has one efficiency for every GPU")
-_FAST_A100 = ("this A100 run computed above the one calibrated efficiency (the table "
-              "gives it 71-74 % HFU); the planner has one efficiency for every GPU")
 _ZERO3_FIRST = ("DeepSpeed's ZeRO 3 ran its gathers below the links' bandwidth, as "
                 "the paper's larger runs of this model show (with about twice the "
                 "GPUs, a step only about a fifth shorter); the planner gathers at "
@@ -179,14 +169,9 @@ def _mpt(size: str, params: int, gpu: str, gpus: int, micro: int, accum: int,
         raise ValueError(f"MPT-{size}: {batch} != {micro} x {accum} x {gpus}")
     net = ("the H100 table names no network: InfiniBand NDR assumed" if gpu == "h100"
            else "1,600 Gb/s RoCE per node: InfiniBand HDR's 25 GB/s per GPU")
-    note = _NO_OVERLAP if gpus > 8 else ""
-    if gpu == "h100" and params < 2e10:
-        note = _SMALL_H100
-    elif gpu == "a100-80" and checkpointing:
-        note = _FAST_A100
     return Run(f"MPT-{size.upper()}, {gpus} {card}", "llmfoundry_benchmarks",
                f"benchmark table '{card}', seq 2048, {gpus} GPUs", inputs,
-               "tokens_per_s", tps, f"{_FOUNDRY}; {net}", note=note)
+               "tokens_per_s", tps, f"{_FOUNDRY}; {net}")
 
 
 #: Korthikanti et al.'s Table 3: parameters, heads, hidden, layers, pipeline stages,
@@ -373,13 +358,13 @@ RUNS: tuple[Run, ...] = (
            "tokens_per_s", 2973, f"{_TITAN_A100}; {_NET_A100}; {_SELECTIVE}"),
     _titan("torchtitan Llama 3 70B, 64 A100, full AC", "'Llama 3 performance "
            "numbers', row 3", _llama("llama3-70b", "a100-80", 64, 1, True),
-           "tokens_per_s", 331, f"{_TITAN_A100}; {_NET_A100}", _NO_OVERLAP),
+           "tokens_per_s", 331, f"{_TITAN_A100}; {_NET_A100}"),
     _titan("torchtitan Llama 2 13B, 64 A100, no AC", "'Llama 2 performance numbers', "
            "row 1", _llama("llama2-13b", "a100-80", 64, 2, False), "tokens_per_s",
-           2162, f"{_TITAN_A100}; {_NET_A100}", _NO_OVERLAP),
+           2162, f"{_TITAN_A100}; {_NET_A100}"),
     _titan("torchtitan Llama 2 70B, 64 A100, full AC", "'Llama 2 performance numbers', "
            "row 5", _llama("llama2-70b", "a100-80", 64, 2, True), "tokens_per_s", 353,
-           f"{_TITAN_A100}; {_NET_A100}", _NO_OVERLAP),
+           f"{_TITAN_A100}; {_NET_A100}"),
     _titan("torchtitan Llama 2 70B, 64 A100, selective op AC, batch 1", "'Llama 2 "
            "performance numbers', row 4", _llama("llama2-70b", "a100-80", 64, 1, "selective"),
            "tokens_per_s", 355, f"{_TITAN_A100}; {_NET_A100}; {_SELECTIVE}"),
@@ -428,7 +413,8 @@ RUNS: tuple[Run, ...] = (
 )
 
 #: The runs the one calibration (the planner's ``mfu``, the efficiency of the matrix
-#: products at the compute roof) is fitted on: one A100 run with
-#: tensor parallelism, one A100 and one H100 run of plain FSDP on one node.
+#: products at the compute roof, one per GPU generation) is fitted on: for the A100s, one
+#: run with tensor parallelism and one of plain FSDP on one node; for the H100s, the
+#: same FSDP run on H100s.
 CALIBRATION_RUNS = ("Megatron GPT 18.4B, 256 GPUs", "MPT-7B, 8 A100 80GB",
                     "MPT-7B, 8 H100 80GB")

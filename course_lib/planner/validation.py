@@ -14,8 +14,10 @@ the published figure: their ratio, and whether it lies in the band 0.8-1.25.
 No published figure is an input of its own row: the inputs hold the setting only, and
 the planner's ``mfu`` (the share of the peak its matrix products reach at the compute
 roof, each paying its HBM traffic on top: :mod:`~course_lib.planner.compute_time`) is
-the one calibration, fitted once by :func:`calibrate` on the runs named in :data:`CALIBRATION_RUNS` (which
-are then left out of the scored rows) and held fixed for every other run. Rows true by
+the one calibration, the efficiency of the hardware: fitted once per GPU generation
+(:data:`~course_lib.planner.presets.GENERATIONS`, :func:`efficiencies`) by
+:func:`calibrate` on the runs of that generation named in :data:`CALIBRATION_RUNS`
+(which are then left out of the scored rows), and held fixed for every other run. Rows true by
 definition are not here: a published MFU next to the same TFLOP/s over the datasheet
 peak, a training time the paper derived from the same row's throughput (Megatron-LM's
 Table 2 "days" and its 34- and 84-day estimates), ZeRO's model-state formulas.
@@ -31,14 +33,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from collections.abc import Mapping
 from typing import Any
 
 from course_lib.base.tables import Table, cite
 from course_lib.planner.model import PlanResult, plan
+from course_lib.planner.presets import GENERATIONS
 from course_lib.planner.runs import CALIBRATION_RUNS, KINDS, RUNS, Run
 
 __all__ = ["BAND", "CALIBRATION_RUNS", "CLOSE", "KINDS", "RUNS", "Row", "Run", "calibrate",
-           "goals", "plot_ratios", "predict", "summary", "validate", "validation_table"]
+           "efficiencies", "fitted_mfu", "generation", "goals", "plot_ratios", "predict",
+           "summary", "validate", "validation_table"]
 
 #: The band a prediction must fall in, as a ratio prediction / published.
 BAND = (0.8, 1.25)
@@ -107,9 +112,22 @@ def _read(run: Run, r: PlanResult) -> float | bool:
     return readers[run.kind]()
 
 
-def predict(run: Run, mfu: float) -> tuple[float | bool, bool]:
-    """The planner's figure for ``run`` at the share of peak ``mfu``, and its verdict
-    on whether the run fits.
+#: The planner's ``mfu``: one share of the peak, or one per GPU generation.
+Efficiency = float | Mapping[str, float]
+
+
+def generation(run: Run) -> str:
+    """The generation of the GPUs ``run`` ran on (:data:`~course_lib.planner.presets.
+    GENERATIONS`), whose fitted efficiency the planner predicts it at.
+
+    Chapter 10, *Hardware for LLM training*.
+    """
+    return GENERATIONS[run.inputs["gpu"]]
+
+
+def predict(run: Run, mfu: Efficiency) -> tuple[float | bool, bool]:
+    """The planner's figure for ``run`` at the share of peak ``mfu`` (one for every
+    GPU, or one per generation), and its verdict on whether the run fits.
 
     Chapter 10, *Hardware for LLM training*.
     """
@@ -117,9 +135,16 @@ def predict(run: Run, mfu: float) -> tuple[float | bool, bool]:
     return _read(run, r), r.fits
 
 
-def _plan(run: Run, mfu: float) -> PlanResult:
+def _plan(run: Run, mfu: Efficiency) -> PlanResult:
     if "mfu" in run.inputs:
         raise ValueError(f"{run.name}: the MFU is the calibration, not an input of a run")
+    if isinstance(mfu, Mapping):
+        if generation(run) not in mfu:
+            raise ValueError(
+                f"{run.name}: no efficiency fitted for {generation(run)} GPUs (fitted: "
+                f"{', '.join(mfu) or 'none'}); name a calibration run of that "
+                "generation")
+        mfu = mfu[generation(run)]
     return plan(**run.inputs, mfu=mfu)
 
 
@@ -160,16 +185,49 @@ def calibrate(names: Sequence[str] = CALIBRATION_RUNS, runs: Sequence[Run] = RUN
     return (low + high) / 2
 
 
-def validate(runs: Sequence[Run] = RUNS, mfu: float | None = None,
+def efficiencies(names: Sequence[str] = CALIBRATION_RUNS,
+                 runs: Sequence[Run] = RUNS) -> dict[str, float]:
+    """The planner's ``mfu`` per GPU generation: :func:`calibrate` on the named runs of
+    each generation. The validation's one calibration, the efficiency of the hardware.
+
+    Chapter 10, *Hardware for LLM training*.
+    """
+    by_name = {run.name: run for run in runs}
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        if name not in by_name:
+            calibrate([name], runs)  # raises: no such run
+        groups.setdefault(generation(by_name[name]), []).append(name)
+    if not groups:
+        calibrate([], runs)  # raises: no runs named
+    return {gen: calibrate(group, runs) for gen, group in groups.items()}
+
+
+def fitted_mfu(gpu: str) -> float:
+    """The efficiency :func:`efficiencies` fits for the generation of ``gpu`` (a key of
+    :data:`~course_lib.planner.presets.GPUS`), to plan a run at.
+
+    Chapter 10, *Hardware for LLM training*.
+    """
+    fitted = efficiencies()
+    if GENERATIONS.get(gpu) not in fitted:
+        raise ValueError(f"no efficiency fitted for the GPU {gpu!r}: the validation "
+                         f"fits one for {', '.join(sorted(fitted))} GPUs "
+                         f"({', '.join(k for k, g in GENERATIONS.items() if g in fitted)})")
+    return fitted[GENERATIONS[gpu]]
+
+
+def validate(runs: Sequence[Run] = RUNS, mfu: Efficiency | None = None,
              calibration: Sequence[str] = CALIBRATION_RUNS) -> list[Row]:
     """Every run (the calibration runs left out) next to the planner's prediction.
 
-    ``mfu`` None: fitted by :func:`calibrate` on ``calibration`` (among ``RUNS``).
+    ``mfu`` None: fitted per GPU generation by :func:`efficiencies` on ``calibration``
+    (among ``RUNS``).
 
     Chapter 2, *The memory wall*.
     """
     if mfu is None:
-        mfu = calibrate(calibration)
+        mfu = efficiencies(calibration)
     rows = []
     for run in runs:
         if run.name in calibration:
