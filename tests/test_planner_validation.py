@@ -124,6 +124,9 @@ def test_a_generation_without_a_fitted_efficiency_is_named():
         validation.efficiencies(["no such run"])
     with pytest.raises(ValueError, match="no calibration runs"):
         validation.efficiencies([])
+    custom = dataclasses.replace(h100, inputs={**h100.inputs, "gpu": "custom"})
+    with pytest.raises(ValueError, match="'custom' has no generation"):
+        validation.predict(custom, {"Hopper": 0.5})
 
 
 @pytest.mark.parametrize("target", [50.0, 1e-4])

@@ -31,9 +31,8 @@ calibration, the table, the goals and the plot.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from collections.abc import Mapping
 from typing import Any
 
 from course_lib.base.tables import Table, cite
@@ -122,7 +121,12 @@ def generation(run: Run) -> str:
 
     Chapter 10, *Hardware for LLM training*.
     """
-    return GENERATIONS[run.inputs["gpu"]]
+    gpu = run.inputs.get("gpu", "h100")  # the planner's default GPU
+    if gpu not in GENERATIONS:
+        raise ValueError(f"{run.name}: the GPU {gpu!r} has no generation to fit an "
+                         f"efficiency for; a validation run names one of "
+                         f"{', '.join(GENERATIONS)}")
+    return GENERATIONS[gpu]
 
 
 def predict(run: Run, mfu: Efficiency) -> tuple[float | bool, bool]:
