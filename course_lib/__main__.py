@@ -48,6 +48,9 @@ _PLAN_FLAGS = (
     ("--net-beta-gbs", "net_beta_gbs", "bandwidth between nodes, GB/s per GPU (--network-link custom)"),
     ("--zero", "zero", "ZeRO stage 0-3 (0 = DDP, 3 = FSDP full sharding; default 0)"),
     ("--shard", "shard", "hybrid sharding: shard over groups of this many replicas"),
+    ("--zero3-live", "zero3_live", "ZeRO 3 as DeepSpeed runs it: at most this many "
+     "parameters gathered at once (1e9 by default there; default 0: FSDP's whole "
+     "layers)"),
     ("--tp", "tp", "tensor-parallel degree, inside a node (default 1)"),
     ("--tp-overlap", "tp_overlap", "share of tensor parallelism's all-reduces hidden "
      "behind compute, at most its time, 0-1 (default 0)"),

@@ -123,6 +123,8 @@ def _random_plan(rng: random.Random) -> dict:
     p["zero"] = rng.choice([0, 1, 2, 3])
     if p["zero"] and rng.random() < 0.25:
         p["shard"] = rng.choice([1, 2, 4, 8])
+    if rng.random() < 0.2:
+        p["zero3_live"] = rng.choice([0, 1e9, "5e7", "2B"])
     p["offload"] = rng.random() < 0.2
     r = rng.random()  # none, full, selective, attention, as bools or as names
     p["checkpointing"] = r < 0.3 if r < 0.5 else rng.choice(
@@ -858,6 +860,8 @@ def test_the_cheapest_change_is_the_first_that_fits():
          "must be a number from 0 to 1, got 1.5"),
         ({"ep_overlap": -0.5}, "share of expert parallelism's all-to-alls hidden must "
          "be a number from 0 to 1, got -0.5"),
+        ({"zero3_live": -1}, "number of parameters ZeRO 3 keeps gathered must be a "
+         "whole number from 0 to"),
         ({"virtual_stages": 2}, "2 virtual stages interleave a pipeline: use 2 or more "
          "pipeline stages, or 1 virtual stage"),
         ({"virtual_stages": 0}, "number of virtual stages must be a whole number from 1 "
@@ -1116,6 +1120,24 @@ def test_tensor_parallelism_splits_the_gathered_layers_of_full_sharding():
     fsdp = model.fsdp_buffers(plan(**base).setup)
     assert one.buffers == pytest.approx(2 * layer + 50e6 + fsdp, rel=1e-12)
     assert eight.buffers == pytest.approx(2 * layer / 8 + 50e6 + fsdp / 8, rel=1e-12)
+
+
+def test_deepspeeds_live_parameters_replace_fsdps_whole_layers():
+    """zero3_live (DeepSpeed's stage3_max_live_parameters): that many parameters gathered
+    and as many gradients reduced stand for FSDP's two gathered layers, root unit and
+    FP32 layer gradients, whatever the tensor degree (a GPU's count); it changes
+    nothing below stage 3, nor the step's time."""
+    base = dict(model="llama2-70b", nodes=8, zero=3, global_batch=64, micro_batches=1)
+    for tp in (1, 8):
+        fsdp = plan(**base, tp=tp)
+        live = plan(**base, tp=tp, zero3_live="1e9")
+        assert live.memory.buffers == pytest.approx(50e6 + 1e9 * (2 + 2), rel=1e-12)
+        assert (live.memory.buffers < fsdp.memory.buffers) == (tp == 1)  # 70B: 0.85B
+        assert live.time == fsdp.time and live.memory.activations == fsdp.memory.activations
+    assert plan(**base, zero3_live=2e10).memory.buffers > plan(**base).memory.buffers
+    for zero in (0, 1, 2):
+        assert (plan(**{**base, "zero": zero}, zero3_live=1e9).memory
+                == plan(**{**base, "zero": zero}).memory)
 
 
 def _pytorch_peak(p: int, v: int, m: int, chunk_layers: list[int]) -> int:

@@ -71,7 +71,12 @@ class Plan:
     bandwidth (GB/s). ``mfu`` is the share of the peak the GPUs' matrix products reach
     at the compute roof; each product's HBM traffic, the memory-bound work, the bubble
     and exposed communication come on top, so the MFU a paper publishes (end to end) is
-    the planner's ``achieved_mfu``, not this input. ``tp_overlap``: the share of tensor
+    the planner's ``achieved_mfu``, not this input. ``zero3_live``: ZeRO 3 as DeepSpeed
+    runs it, at most this many parameters gathered at once on a GPU (its
+    ``stage3_max_live_parameters``, 1e9 by default) and no unit held for the whole step;
+    0, as FSDP runs it: one whole layer gathered at a time and the next prefetched, the
+    root unit (embedding and head) held (no effect below stage 3; the step's gathers are
+    timed per layer either way). ``tp_overlap``: the share of tensor
     parallelism's all-reduces hidden behind compute, at most the compute's own time
     (0: none). ``sequence_parallel``:
     Megatron-LM's sequence parallelism (Korthikanti et al. 2022) with tensor
@@ -127,6 +132,7 @@ class Plan:
     net_beta_gbs: Raw = None
     zero: Raw = 0
     shard: Raw = None
+    zero3_live: Raw = 0
     offload: Raw = False
     tp: Raw = 1
     tp_overlap: Raw = 0
@@ -180,6 +186,7 @@ FIELDS: tuple[Field, ...] = (
     Field("net_alpha_us", "nonneg", 0, 1_000_000),
     Field("net_beta_gbs", "positive", 0, 1_000_000),
     Field("zero", "whole", 0, 3), Field("shard", "whole", 1, MAX_GPUS),
+    Field("zero3_live", "whole", 0, memory.MAX_PARAMS),
     Field("offload", "bool"), Field("tp", "whole", 1, 1024),
     Field("tp_overlap", "nonneg", 0, 1), Field("sequence_parallel", "bool"),
     Field("cp", "whole", 1, 1024),
@@ -374,6 +381,7 @@ class Setup:
     sequence_parallel: bool
     mlp: int
     ep_overlap: float
+    zero3_live: float
 
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(Plan)}
@@ -529,7 +537,7 @@ def check(plan: Plan, language: str = "en") -> Setup:
         batch // (dp * micro), v["checkpointing"], v["flash_attention"], v["dropout"],
         batch, float(v["tokens"]), v["mfu"], float(hbm), v["tp_overlap"], virtual,
         edge, middle, kv_heads, experts, top_k, float(expert_params), cp, ep,
-        v["sequence_parallel"], v["mlp"], v["ep_overlap"])
+        v["sequence_parallel"], v["mlp"], v["ep_overlap"], float(v["zero3_live"]))
 
 
 def _check_mixture(heads: int, kv_heads: int, experts: int, top_k: int,

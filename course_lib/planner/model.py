@@ -216,11 +216,19 @@ def fsdp_buffers(s: Setup) -> float:
     first stage) gathered for the whole step, and one layer's gradients reduce-scattered
     in FP32; both split by tensor parallelism. Zero for ZeRO 0 to 2.
 
+    With ``zero3_live`` (DeepSpeed's ZeRO 3), instead of all of that and of the two
+    layers: that many parameters gathered and as many gradients being reduced, in the
+    precision's bytes, and no root unit held (DeepSpeed gathers the embedding as any
+    other module).
+
     Chapter 2, *The memory wall*.
     """
     if s.zero < 3 or s.shard == 1:
         return 0.0
-    weight = memory.PRECISIONS[s.precision].weight_bytes
+    precision = memory.PRECISIONS[s.precision]
+    if s.zero3_live:
+        return s.zero3_live * (precision.weight_bytes + precision.grad_bytes)
+    weight = precision.weight_bytes
     embedding = s.vocab * s.hidden  # and as much again for an untied head
     per_layer = max(0.0, _held_params(s) - 2 * embedding) / s.layers
     root = (2 if s.pp == 1 else 1) * embedding * weight
@@ -266,7 +274,8 @@ def memory_per_gpu(s: Setup) -> Memory:
     weight = memory.PRECISIONS[s.precision].weight_bytes  # chapter 2's 12 h^2 + 13 h
     gathered = (2 * (12 * s.hidden**2 + 13 * s.hidden) * weight
                 if s.zero == 3 and s.shard > 1 else 0.0)
-    buffers = states.temporaries - gathered * (1 - 1 / s.tp) + fsdp_buffers(s)
+    kept = 0.0 if s.zero3_live else gathered / s.tp  # fsdp_buffers stands for them
+    buffers = states.temporaries - gathered + kept + fsdp_buffers(s)
     total = parameters + gradients + optimizer + activations + buffers
     usable = memory.GPU(s.gpu_name, s.capacity).usable
     return Memory(parameters, gradients, optimizer, activations, buffers,

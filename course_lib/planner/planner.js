@@ -333,7 +333,8 @@
       hbm: hbm, tp_overlap: v.tp_overlap, virtual_stages: stages[2],
       edge_layers: stages[0], middle_layers: stages[1], kv_heads: kvHeads,
       experts: experts, top_k: topK, expert_params: expertParams, cp: cp, ep: ep,
-      sequence_parallel: v.sequence_parallel, mlp: v.mlp, ep_overlap: v.ep_overlap
+      sequence_parallel: v.sequence_parallel, mlp: v.mlp, ep_overlap: v.ep_overlap,
+      zero3_live: v.zero3_live
     };
   }
 
@@ -624,10 +625,15 @@
     return held + rest * (rounds % v === 0 ? first : chunk);
   }
 
-  /** model.fsdp_buffers: the root unit gathered, one layer's gradients reduced in FP32. */
+  /** model.fsdp_buffers: the root unit gathered, one layer's gradients reduced in FP32;
+   * with zero3_live (DeepSpeed), that many parameters gathered and gradients reduced. */
   function fsdpBuffers(s, T) {
     if (s.zero < 3 || s.shard === 1) return 0;
-    var weight = T.precisions[s.precision].weight_bytes;
+    var precision = T.precisions[s.precision];
+    if (s.zero3_live) {
+      return s.zero3_live * (precision.weight_bytes + precision.grad_bytes);
+    }
+    var weight = precision.weight_bytes;
     var embedding = s.vocab * s.hidden;
     var perLayer = Math.max(0, heldParams(s) - 2 * embedding) / s.layers;
     var root = (s.pp === 1 ? 2 : 1) * embedding * weight;
@@ -661,9 +667,10 @@
     if (s.pp === 1) {
       activations += s.micro_batch * s.seq_len * s.vocab * 4 / s.tp / s.cp;
     }
-    // The gathered layers are split by tensor parallelism, as their shards are.
-    var buffers = states.temporaries - states.gathered * (1 - 1 / s.tp) +
-      fsdpBuffers(s, T);
+    // The gathered layers are split by tensor parallelism, as their shards are
+    // (with zero3_live, fsdpBuffers stands for them).
+    var kept = s.zero3_live ? 0 : states.gathered / s.tp;
+    var buffers = states.temporaries - states.gathered + kept + fsdpBuffers(s, T);
     var total = parameters + gradients + optimizer + activations + buffers;
     var usable = s.capacity * (1 - T.constants.margin) - T.constants.cuda_context;
     return { parameters: parameters, gradients: gradients, optimizer: optimizer,
@@ -962,7 +969,8 @@
       "gpus_per_node",
       "nodes", "node_link", "node_alpha_us", "node_beta_gbs", "network_link",
       "net_alpha_us", "net_beta_gbs"]],
-    ["plan_heading_strategy", ["precision", "optimizer", "zero", "shard", "offload",
+    ["plan_heading_strategy", ["precision", "optimizer", "zero", "shard", "zero3_live",
+      "offload",
       "tp", "tp_overlap", "sequence_parallel", "cp", "pp", "virtual_stages",
       "edge_layers", "ep", "ep_overlap", "micro_batches", "checkpointing",
       "flash_attention", "dropout",
@@ -1171,6 +1179,7 @@
       tokens: this.short(s.tokens), gpu_memory_gb: s.capacity / 1e9,
       gpu_tflops: s.peak / 1e12, gpu_hbm_tbs: s.hbm / 1e12, shard: s.shard,
       micro_batches: s.micro_batches, tp_overlap: s.tp_overlap, ep_overlap: s.ep_overlap,
+      zero3_live: this.short(s.zero3_live),
       virtual_stages: s.virtual_stages, edge_layers: s.edge_layers,
       node_alpha_us: s.node_link.latency * 1e6,
       node_beta_gbs: s.node_link.bandwidth / 1e9,
