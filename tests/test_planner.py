@@ -1134,6 +1134,8 @@ def test_deepspeeds_live_parameters_replace_fsdps_whole_layers():
         assert live.memory.buffers == pytest.approx(50e6 + 1e9 * (2 + 2), rel=1e-12)
         assert (live.memory.buffers < fsdp.memory.buffers) == (tp == 1)  # 70B: 0.85B
         assert live.time == fsdp.time and live.memory.activations == fsdp.memory.activations
+    assert "ZeRO 3, at most 1B parameters gathered" in report.report(live)
+    assert "parameters gathered" not in report.report(fsdp)
     assert plan(**base, zero3_live=2e10).memory.buffers > plan(**base).memory.buffers
     for zero in (0, 1, 2):
         assert (plan(**{**base, "zero": zero}, zero3_live=1e9).memory

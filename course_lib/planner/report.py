@@ -154,7 +154,9 @@ def sentences(result: PlanResult) -> list[str]:
 def _head(result: PlanResult) -> list[str]:
     s = result.setup
     hybrid = f" (shard {s.shard})" if s.zero and s.shard != s.dp * s.cp else ""
-    strategy = f"ZeRO {s.zero}{hybrid}"
+    live = (f", at most {_short(s.zero3_live, 'en')} parameters gathered"
+            if s.zero == 3 and s.zero3_live else "")
+    strategy = f"ZeRO {s.zero}{hybrid}{live}"
     spread = [f"{name} {n}" for name, n in (("CP", s.cp), ("EP", s.ep)) if n > 1]
     recompute = {"full": ["checkpointing"], "selective": ["selective checkpointing"],
                  "attention": ["attention recomputed"]}.get(s.checkpointing, [])
