@@ -3,11 +3,11 @@
 Run ``.venv/bin/python benchmarks/planner.py`` (a second on 2 CPU cores). It fits the one
 calibration (the share of peak the planner's matrix products reach at the compute roof,
 each paying its HBM traffic on top, once per GPU generation on the runs of that
-generation named in ``course_lib.planner.runs.CALIBRATION_RUNS``), prints it, then predicts every other
-run of the validation set from its setting alone and prints one row per run: the
-published figure, the planner's, their ratio, whether it lies in the band 0.8-1.25, the
-planner's verdict on whether the run fits, and, for a miss, the reason where it can be
-told. A summary follows: how many runs and sources, the share within the band per kind
+generation named in ``course_lib.planner.runs.CALIBRATION_RUNS``), prints it, then
+predicts every other run of the validation set from its setting alone and prints one
+row per run: the published figure, the planner's, their ratio, whether it lies in the
+band 0.8-1.25, the planner's verdict on whether the run fits, and, for a miss, the
+reason where it can be told. A summary follows: how many runs and sources, the share within the band per kind
 of figure, and what the model is known to get wrong.
 
 It is a report, not a test: it exits 0 whatever the share (``--plot FILE`` also writes
@@ -27,8 +27,8 @@ from course_lib.planner import validation  # noqa: E402
 KNOWN = (
     "Known misses of today's model: DeepSpeed's ZeRO 3 in Megatron-LM's Table 2 ran its "
     "gathers far below the links' bandwidth, which the planner (NCCL's rate, prefetched "
-    "behind compute) over-predicts; torchtitan's "
-    "H100s ran at 500 W, below the datasheet's clocks; Megatron-LM's weak scaling rises in the planner, but less "
+    "behind compute) over-predicts; torchtitan's H100s ran at 500 W, below the "
+    "datasheet's clocks; Megatron-LM's weak scaling rises in the planner, but less "
     "than in the paper; Llama 3's 128K stage, read in PaLM's FLOPs (the paper does "
     "not say how it counted attention), made far fewer tokens than the planner's "
     "step; torchtitan's memory figures are the "
@@ -48,12 +48,9 @@ def main() -> int:
     args = parser.parse_args()
 
     mfu = validation.efficiencies()
-    by_name = {run.name: run for run in validation.RUNS}
-    fitted = "; ".join(
-        f"{gen} {value:.3f} on " + ", ".join(
-            name for name in validation.CALIBRATION_RUNS
-            if validation.generation(by_name[name]) == gen)
-        for gen, value in mfu.items())
+    groups = validation.calibration_groups()
+    fitted = "; ".join(f"{gen} {value:.3f} on " + ", ".join(groups[gen])
+                       for gen, value in mfu.items())
     print(f"Calibration: the planner's efficiency of the matrix products at the compute "
           f"roof (mfu, each product's HBM traffic on top), one per GPU generation, "
           f"fitted by bisection so that the geometric mean of prediction / published "

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 
 from course_lib.base.tables import Table
 from course_lib.parallel import context_parallel, cost_model
-from course_lib.planner import model as planner_model
 from course_lib.planner import validation
 
 if TYPE_CHECKING:
@@ -327,9 +326,7 @@ def planned_runs(names: Sequence[str] = PLANNED
     """
     mfu = validation.efficiencies()
     rows = {row.run.name: row for row in validation.validate(mfu=mfu)}
-    return [(rows[name], planner_model.plan(
-        **rows[name].run.inputs, mfu=mfu[validation.generation(rows[name].run)]))
-            for name in names]
+    return [(rows[name], validation.plan_run(rows[name].run, mfu)) for name in names]
 
 
 def planned_table(planned: Sequence[tuple[validation.Row, PlanResult]]) -> Table:

@@ -41,8 +41,9 @@ from course_lib.planner.presets import GENERATIONS
 from course_lib.planner.runs import CALIBRATION_RUNS, KINDS, RUNS, Run
 
 __all__ = ["BAND", "CALIBRATION_RUNS", "CLOSE", "KINDS", "RUNS", "Row", "Run", "calibrate",
-           "efficiencies", "fitted_mfu", "generation", "goals", "plot_ratios", "predict",
-           "summary", "validate", "validation_table"]
+           "calibration_groups", "efficiencies", "fitted_mfu", "generation", "goals",
+           "plan_run", "plot_ratios", "predict", "summary", "validate",
+           "validation_table"]
 
 #: The band a prediction must fall in, as a ratio prediction / published.
 BAND = (0.8, 1.25)
@@ -135,11 +136,16 @@ def predict(run: Run, mfu: Efficiency) -> tuple[float | bool, bool]:
 
     Chapter 10, *Hardware for LLM training*.
     """
-    r = _plan(run, mfu)
+    r = plan_run(run, mfu)
     return _read(run, r), r.fits
 
 
-def _plan(run: Run, mfu: Efficiency) -> PlanResult:
+def plan_run(run: Run, mfu: Efficiency) -> PlanResult:
+    """The planner's whole plan of ``run`` from its setting, at ``mfu`` (one share of the
+    peak, or one per generation: its GPUs' is taken).
+
+    Chapter 10, *Hardware for LLM training*.
+    """
     if "mfu" in run.inputs:
         raise ValueError(f"{run.name}: the MFU is the calibration, not an input of a run")
     if isinstance(mfu, Mapping):
@@ -196,15 +202,26 @@ def efficiencies(names: Sequence[str] = CALIBRATION_RUNS,
 
     Chapter 10, *Hardware for LLM training*.
     """
+    groups = calibration_groups(names, runs)
+    if not groups:
+        calibrate([], runs)  # raises: no runs named
+    return {gen: calibrate(group, runs) for gen, group in groups.items()}
+
+
+def calibration_groups(names: Sequence[str] = CALIBRATION_RUNS,
+                       runs: Sequence[Run] = RUNS) -> dict[str, list[str]]:
+    """The named runs by the generation of their GPUs, in their order: what
+    :func:`efficiencies` fits each generation's efficiency on.
+
+    Chapter 10, *Hardware for LLM training*.
+    """
     by_name = {run.name: run for run in runs}
     groups: dict[str, list[str]] = {}
     for name in names:
         if name not in by_name:
             calibrate([name], runs)  # raises: no such run
         groups.setdefault(generation(by_name[name]), []).append(name)
-    if not groups:
-        calibrate([], runs)  # raises: no runs named
-    return {gen: calibrate(group, runs) for gen, group in groups.items()}
+    return groups
 
 
 def fitted_mfu(gpu: str) -> float:
@@ -236,7 +253,7 @@ def validate(runs: Sequence[Run] = RUNS, mfu: Efficiency | None = None,
     for run in runs:
         if run.name in calibration:
             continue
-        r = _plan(run, mfu)
+        r = plan_run(run, mfu)
         predicted, fits = _read(run, r), r.fits
         margin = r.memory.total / r.memory.usable
         if run.kind == "fits":
