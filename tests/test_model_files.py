@@ -86,7 +86,8 @@ def test_the_cache_its_parents_and_the_current_directory_are_refused(trainings, 
     assert snapshot(tmp_path) == before and trainings == [1]
 
 
-def test_an_empty_folder_or_an_old_course_model_is_replaced_by_renames(trainings, tmp_path, capsys):
+def test_an_empty_folder_or_an_old_course_model_is_replaced_by_renames(trainings, cache, tmp_path,
+                                                                      capsys):
     empty = tmp_path / "empty"
     empty.mkdir()
     assert train_course_model(capsys, "--output", str(empty))[0] == 0
@@ -96,7 +97,8 @@ def test_an_empty_folder_or_an_old_course_model_is_replaced_by_renames(trainings
     assert train_course_model(capsys, "--output", str(empty))[0] == 0
     assert models.read_training(empty)["weights_sha256"] == models.sha256_file(empty / "model.safetensors")
     assert trainings == [1, 1] and not leftovers(tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"]
+    # beside the test's own cache (token streams land there when this test needs them first)
+    assert sorted(p.name for p in tmp_path.iterdir() if p != cache) == ["empty"]
 
 
 def test_a_model_that_is_not_a_course_model_needs_overwrite(trainings, tmp_path, capsys):
