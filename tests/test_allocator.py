@@ -1,11 +1,12 @@
 """course_lib.base.allocator: ``import course_lib`` keeps freed memory in glibc's heap, changes no
 number, and ``COURSE_LIB_MALLOC=0`` leaves glibc's defaults."""
 
+import ctypes
 import json
 import os
 import subprocess
 import sys
-import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,35 +16,27 @@ from course_lib.base import allocator
 
 glibc = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's allocator: Linux")
 
-#: Where a fresh 40 MiB block of malloc lands (in the heap, or a mapping of its own), and the
-#: losses of a few training steps of a model with a 4,096-token vocabulary (on one thread), in hex.
-PROBE = textwrap.dedent("""\
-    import ctypes, json
-    import course_lib, torch
+def in_heap() -> bool:
+    """Whether a fresh 40 MiB block of ``malloc`` lands in the heap (not a mapping of its own)."""
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    address = libc.malloc(40 << 20)
+    try:
+        for line in Path("/proc/self/maps").read_text().splitlines():
+            low, high = (int(x, 16) for x in line.split()[0].split("-"))
+            if low <= address < high:
+                return line.split()[-1] == "[heap]"
+        raise AssertionError(f"{address:#x} is in no mapping of /proc/self/maps")
+    finally:
+        libc.free(address)
 
-    def in_heap():
-        libc = ctypes.CDLL(None)
-        libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
-        libc.free.argtypes = [ctypes.c_void_p]
-        address = libc.malloc(40 << 20)
-        try:
-            for line in open("/proc/self/maps"):
-                span, name = line.split()[0], line.split()[-1]
-                low, high = (int(x, 16) for x in span.split("-"))
-                if low <= address < high:
-                    return name == "[heap]"
-        finally:
-            libc.free(address)
 
-    def losses():
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)  # the same reductions here and in the test's own process
-        try:
-            return train()
-        finally:
-            torch.set_num_threads(threads)
-
-    def train():
+def losses() -> list[str]:
+    """Four AdamW steps of a model with a 4,096-token vocabulary on one thread: losses in hex."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the same reductions here and in a fresh Python
+    try:
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Embedding(4096, 64), torch.nn.Linear(64, 4096))
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
@@ -56,19 +49,20 @@ PROBE = textwrap.dedent("""\
             optimizer.zero_grad()
             out.append(loss.item().hex())
         return out
-
-    if __name__ == "__main__":
-        print(json.dumps({"in_heap": in_heap(), "losses": losses()}))
-    """)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def probe(malloc: str | None) -> dict:
-    """The probe's record in a fresh Python, with ``COURSE_LIB_MALLOC=malloc`` (None: unset)."""
+    """:func:`in_heap` and :func:`losses` in a fresh Python that imports this module (and so
+    course_lib), with ``COURSE_LIB_MALLOC=malloc`` (None: unset)."""
     env = {k: v for k, v in os.environ.items() if k != "COURSE_LIB_MALLOC"}
     if malloc is not None:
         env["COURSE_LIB_MALLOC"] = malloc
-    out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=env,
-                         timeout=300)
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import test_allocator as t; "
+            "print(json.dumps({'in_heap': t.in_heap(), 'losses': t.losses()}))")
+    out = subprocess.run([sys.executable, "-c", code, str(Path(__file__).parent)],
+                         capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -77,9 +71,8 @@ def probe(malloc: str | None) -> dict:
 def test_the_course_keeps_large_blocks_in_the_heap_and_computes_the_same_bits():
     if os.environ.get("COURSE_LIB_MALLOC") == "0":
         pytest.skip("COURSE_LIB_MALLOC=0: this process keeps glibc's defaults")
-    here: dict = {"__name__": "probe"}
-    exec(PROBE, here)  # in this process, which imported course_lib as a notebook does
-    kept, default = {"in_heap": here["in_heap"](), "losses": here["losses"]()}, probe("0")
+    # this process imported course_lib as a notebook does; a fresh Python keeps the defaults
+    kept, default = {"in_heap": in_heap(), "losses": losses()}, probe("0")
     assert kept["in_heap"] is True, "import course_lib should keep a 40 MiB block in the heap"
     assert default["in_heap"] is False, "glibc's default maps a 40 MiB block of its own"
     assert kept["losses"] == default["losses"]
