@@ -1,6 +1,7 @@
 """The course as a learner installs it: the wheel and sdist built from the checkout, installed into a
 clean virtual environment outside the checkout, where the package, its command line, chapter 8's
-torchrun entry point and one notebook of each part of the course run.
+torchrun entry point, the quickest notebook of Parts I and III, the Dutch edition and Part II's
+course model (loaded, checked, quantized, scored, with a cached fine-tuning run) run.
 
 CI installs the course editably, which hides a subpackage or data file left out of the wheel; Colab
 installs it non-editably (``pip install "course-lib @ git+..."``, the setup cell of every notebook).
@@ -37,9 +38,9 @@ import notebooks  # noqa: E402  (tools/notebooks.py: the setup cell every notebo
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "course_lib"
-#: One notebook of each part of the course, the quickest there, and the Dutch edition.
-NOTEBOOKS = ("04_quantizing_pi.ipynb", "05_quantization.ipynb", "12_long_sequences_and_experts.ipynb",
-             "nl/kwantisatie.ipynb")
+#: The quickest notebook of Parts I and III, and the Dutch edition. Part II's notebooks (30-40 s
+#: in the book, about 100 s on a test worker's one thread) are stood for by PART_II below.
+NOTEBOOKS = ("04_quantizing_pi.ipynb", "12_long_sequences_and_experts.ipynb", "nl/kwantisatie.ipynb")
 
 
 def run(command: Sequence[str | Path], timeout: float, input: str | None = None, **kwargs) -> str:
@@ -173,6 +174,9 @@ def venv(work, dists) -> Venv:
     torch comes from this environment through a ``.pth`` file naming a folder of links to torch
     alone (not to the site-packages, which holds the editable course); pip finds it installed and
     keeps it, as it keeps Colab's torch. The rest comes from pip's cache or the package registry.
+    pip compiles nothing (``--no-compile``: half of the install's time went to compiling the
+    thousands of modules of transformers and sympy); each module is compiled when first imported
+    and its bytecode kept, since the environment's Pythons may write it.
     """
     prefix, cwd, torch_dir = work / "venv", work / "run", work / "torch-only"
     cwd.mkdir()
@@ -182,7 +186,8 @@ def venv(work, dists) -> Venv:
     for path in [site / "torch", site / "torchgen", site / "functorch", *site.glob("torch-*.dist-info")]:
         if path.exists():
             (torch_dir / path.name).symlink_to(path)
-    hidden = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV", "JUPYTER_PATH")
+    hidden = ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "VIRTUAL_ENV", "JUPYTER_PATH",
+              "PYTHONDONTWRITEBYTECODE")
     env = {k: v for k, v in os.environ.items() if k not in hidden}
     env.update(PATH=f"{prefix / 'bin'}{os.pathsep}{env.get('PATH', '')}", VIRTUAL_ENV=str(prefix),
                PYTHONNOUSERSITE="1", JUPYTER_DATA_DIR=str(work / "jupyter"),
@@ -190,7 +195,8 @@ def venv(work, dists) -> Venv:
     v = Venv(prefix, cwd, env, torch_dir)
     purelib = v.python("-c", "import sysconfig; print(sysconfig.get_path('purelib'))").strip()
     Path(purelib, "course-torch.pth").write_text(f"{torch_dir}\n")
-    v.python("-m", "pip", "install", "--disable-pip-version-check", "-q", "-c", ROOT / "constraints.txt",
+    v.python("-m", "pip", "install", "--disable-pip-version-check", "--no-compile", "-q",
+             "-c", ROOT / "constraints.txt",
              dists["wheel"], "nbclient", "ipykernel", timeout=600)
     return v
 
@@ -291,6 +297,33 @@ def test_a_notebook_of_each_part_runs_on_the_installed_package(venv, work, name)
     shutil.copy2(ROOT / "notebooks" / name, copy)
     failed = errors(execute(venv, copy))
     assert not failed, f"{name} on the installed package:\n" + "\n\n".join(failed)
+
+
+#: Part II on the installed package, as chapter 5 starts: the course model loaded from the model
+#: cache (checked against its recipe's reference figures, package data), quantized to 4 bits and
+#: scored on the test stories, and chapter 5's quantization-aware run loaded from the cache.
+PART_II = """\
+import math
+from course_lib.compression import ptq, qat, quant_layers
+from course_lib.text import course_model, data
+tokenizer = data.course_tokenizer()
+model = course_model.course_model()
+course_model.check_course_model()
+int4 = quant_layers.quantize_model(model, "int4-g128")
+trained = qat.qat(model, "int4-g128", tokenizer=tokenizer, progress=False).model
+scores = [ptq.test_perplexity(m, tokenizer) for m in (model, int4, trained)]
+assert all(math.isfinite(s) and s > 1 for s in scores) and scores[0] < scores[1], scores
+print("perplexity", *(f"{s:.3f}" for s in scores))
+import course_lib; print(course_lib.__file__)
+"""
+
+
+@pytest.mark.wheel
+def test_part_iis_course_model_is_loaded_quantized_and_scored_on_the_installed_package(venv):
+    out = venv.python("-c", PART_II, timeout=300)
+    assert re.search(r"^perplexity( \d+\.\d{3}){3}$", out, re.M), out[-3000:]
+    where = out.strip().splitlines()[-1]
+    assert Path(where).is_relative_to(venv.prefix), f"course_lib came from {where}"
 
 
 @pytest.mark.wheel
