@@ -59,10 +59,18 @@ def notebook(tmp_path_factory) -> Path:
     return path
 
 
-def test_a_half_solved_notebook_grades_one_pass_one_not_yet(notebook):
+def test_the_grade_command_grades_one_pass_one_not_yet_and_prints_the_table(notebook, monkeypatch):
+    """One grading (a kernel and a fresh process per exercise), through the command: the rows it
+    grades, the table it prints and its exit status; the learner's file is never written, and
+    nothing it started is left running."""
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     original = notebook.read_bytes()
-    rows = grading.grade_notebook(notebook, timeout_s=60)
+    graded, grade = [], grading.grade_notebook
+    monkeypatch.setattr(grading, "grade_notebook", lambda *args: graded.append(grade(*args)) or graded[-1])
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert grading.main(["grade", str(notebook), "--timeout", "60"]) == 0
+    [rows] = graded
     assert [(r.exercise, r.result) for r in rows] == [
         ("column_shard", "not yet"), ("one_f_one_b", "missing"), ("mesh_groups", "pass"),
         ("rank0_2d", "missing")]
@@ -70,6 +78,11 @@ def test_a_half_solved_notebook_grades_one_pass_one_not_yet(notebook):
     assert notebook.read_bytes() == original  # the learner's file is never written
     left = started_since(before)
     assert not left, f"the grader left processes behind: {[p.cmdline() for p in left]}"
+    text = out.getvalue()
+    assert re.search(r"^exercise +result +feedback$", text, re.M)
+    assert re.search(r"^mesh_groups +pass +Passed: mesh_groups", text, re.M)
+    assert re.search(r"^column_shard +not yet +Not done yet: column_shard", text, re.M)
+    assert re.search(r"^rank0_2d +missing +its exercise cell .* is gone", text, re.M)
 
 
 def started_since(before: set[int]) -> list[psutil.Process]:
@@ -86,17 +99,6 @@ def started_since(before: set[int]) -> list[psutil.Process]:
         except psutil.NoSuchProcess:
             continue
     return left
-
-
-def test_the_grade_command_prints_the_table_and_exits_0(notebook):
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        assert grading.main(["grade", str(notebook), "--timeout", "60"]) == 0
-    text = out.getvalue()
-    assert re.search(r"^exercise +result +feedback$", text, re.M)
-    assert re.search(r"^mesh_groups +pass +Passed: mesh_groups", text, re.M)
-    assert re.search(r"^column_shard +not yet +Not done yet: column_shard", text, re.M)
-    assert re.search(r"^rank0_2d +missing +its exercise cell .* is gone", text, re.M)
 
 
 def test_a_learner_copy_has_no_solution_and_clean_exercises(tmp_path):
