@@ -4,7 +4,9 @@ Clones this repository's HEAD into a temporary folder, points ``COURSE_LIB_CACHE
 folder (as ``.ci/run`` does: nothing trained before helps), runs ``bash scripts/build.sh`` and then
 ``bash scripts/test.sh``, and prints three tables: the build's phases (from its ``==> phase`` lines:
 install, npm, prepare, book; wall and processor seconds, and the cores they kept busy on
-average, which says where running things side by side could help), each notebook's execution inside the book build (myst-nb's own
+average by the processor time the commands waited for; for each of the two commands also the
+machine's own busy time, which counts the kernels and ranks nobody waited for: compare the two
+before running things side by side), each notebook's execution inside the book build (myst-nb's own
 "Executed notebook in" lines), and the tests by file (pytest's JUnit XML, summed per file),
 slowest first. Goals (issue 41): build at most 10 minutes, tests at most 10, both at most 20, on a
 quiet 2-core machine. Exit status 1 when a command fails or a goal is missed.
@@ -40,6 +42,22 @@ def cpu_seconds() -> float:
     """Processor seconds (user and system) of this process's finished children so far."""
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     return used.ru_utime + used.ru_stime
+
+
+def machine_seconds() -> float | None:
+    """Processor seconds the whole machine has been busy (``/proc/stat``: user, nice, system,
+    irq, softirq), None where there is no ``/proc/stat``.
+
+    The children's processor seconds miss what a child starts and does not wait for (a kernel,
+    a rank, a browser's helper left to another parent): on a quiet machine, the machine's busy
+    time is what the command cost.
+    """
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()
+    except OSError:
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in fields[1:8])
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
 
 
 def busy(cpu: float, wall: float) -> str:
@@ -85,21 +103,27 @@ def main(argv: list[str] | None = None) -> int:
     env.update(COURSE_LIB_CACHE=str(cache), PYTHONHASHSEED="0")
     print(f"fresh clone of {ROOT.name} at {clone}, empty model cache {cache}", flush=True)
     try:
+        machine = [machine_seconds()]
         built, build_s, build_log = run(["bash", "scripts/build.sh"], clone, env,
                                         work / "build.log")
+        machine.append(machine_seconds())
         junit = work / "tests.xml"
         cpu_before = cpu_seconds()
         tested, test_s, _ = (run(["bash", "scripts/test.sh", f"--junitxml={junit}", "-q"],
                                  clone, env, work / "test.log") if built == 0 else (1, 0.0, ""))
         test_cpu = cpu_seconds() - cpu_before
-        phases = [[name, int(s), int(c), busy(int(c), int(s))]
+        machine.append(machine_seconds())
+        whole = ([busy(b - a, s) for a, b, s in zip(machine, machine[1:], (build_s, test_s))]
+                 if None not in machine else ["-", "-"])
+        phases = [[name, int(s), int(c), busy(int(c), int(s)), "-"]
                   for name, s, c in PHASE.findall(build_log)]
         build_cpu = sum(row[2] for row in phases)
-        print(Table(["phase", "seconds", "CPU seconds", "cores busy"],
+        print(Table(["phase", "seconds", "CPU seconds", "cores busy",
+                     "machine's cores busy"],
                     phases + [["build.sh in all", round(build_s), build_cpu,
-                               busy(build_cpu, build_s)],
+                               busy(build_cpu, build_s), whole[0]],
                               ["test.sh", round(test_s), round(test_cpu),
-                               busy(test_cpu, test_s)]],
+                               busy(test_cpu, test_s), whole[1]]],
                     title=f"scripts/build.sh and test.sh on a fresh clone, empty model cache, "
                           f"{os.cpu_count()} cores"))
         notebooks = sorted(((n, float(s)) for n, s in EXECUTED.findall(build_log)),
