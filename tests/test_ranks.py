@@ -16,8 +16,6 @@ from course_lib.exercises.ranks import RankExercise, learner_source
 from course_lib.parallel import launch, warm_ranks
 from conftest import ranks_import_from
 
-real_launch = launch.launch  # tests that count launches wrap it
-
 HERE = Path(__file__).resolve().parent
 
 
@@ -109,8 +107,8 @@ def test_learner_source_reads_a_cell_as_ipython_keeps_it_and_says_so_when_it_can
 
 
 def test_a_right_function_passes_and_a_wrong_one_is_named(importable, monkeypatch):
-    launched = []  # counted, not timed: a busy machine can make one launch take 20 s
-    monkeypatch.setattr(launch, "launch", lambda *a, **k: launched.append(a) or real_launch(*a, **k))
+    launched, real = [], launch.launch  # counted, not timed: a busy machine's launch took 20 s
+    monkeypatch.setattr(launch, "launch", lambda *a, **k: launched.append(a) or real(*a, **k))
     assert EXERCISE.check(mine).passed
     assert len(launched) == 1  # one launch for both cases
     wrong = EXERCISE.check(twice)

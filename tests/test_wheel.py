@@ -314,16 +314,14 @@ trained = qat.qat(model, "int4-g128", tokenizer=tokenizer, progress=False).model
 scores = [ptq.test_perplexity(m, tokenizer) for m in (model, int4, trained)]
 assert all(math.isfinite(s) and s > 1 for s in scores) and scores[0] < scores[1], scores
 print("perplexity", *(f"{s:.3f}" for s in scores))
-import course_lib; print(course_lib.__file__)
 """
 
 
 @pytest.mark.wheel
 def test_part_iis_course_model_is_loaded_quantized_and_scored_on_the_installed_package(venv):
+    """Where ``course_lib`` comes from in this environment is the first test's check."""
     out = venv.python("-c", PART_II, timeout=300)
     assert re.search(r"^perplexity( \d+\.\d{3}){3}$", out, re.M), out[-3000:]
-    where = out.strip().splitlines()[-1]
-    assert Path(where).is_relative_to(venv.prefix), f"course_lib came from {where}"
 
 
 @pytest.mark.wheel
