@@ -31,7 +31,7 @@ def facts():
             "path0": sys.path[0], "on_path": os.environ["PYTHONPATH"].split(os.pathsep)[0]
             in sys.path, "tmp": tempfile.gettempdir(), "torch_rand": torch.rand(1).item(),
             "random": random.random(), "stdin": sys.stdin.read(), "cwd": os.getcwd(),
-            "flag": os.environ.get("COURSE_TEST_FLAG")}
+            "flag": os.environ.get("COURSE_TEST_FLAG"), "parent": os.getppid()}
 '''
 
 
@@ -85,6 +85,22 @@ def test_the_server_is_reused_and_replaced_when_the_environment_changes(rank_mod
     while lifetime.alive(first) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not lifetime.alive(first), "the replaced server was left running"
+
+
+@pytest.mark.slow
+def test_a_one_rank_launch_leaves_the_server_warm(rank_module, monkeypatch):
+    """A launch of one rank gives it every core (OMP_NUM_THREADS=2 here); had the server it
+    starts imported torch with as many OpenMP threads, it would hold two threads, refuse to
+    fork, and start every later rank cold (a launch 10 to 40 times slower)."""
+    monkeypatch.setenv("COURSE_LIB_WARM_RANKS", "1")
+    monkeypatch.setenv("COURSE_TEST_FLAG", f"one rank first {os.getpid()}")  # a new server
+    warm_ranks.stop_server()
+    alone = launch.launch(rank_module, 1, threads=2, timeout=60, echo=False)
+    server = warm_ranks._current.process.pid
+    pair = launch.launch(rank_module, 2, threads=1, timeout=60, echo=False)
+    assert warm_ranks._current.process.pid == server
+    assert [r["parent"] for r in alone + pair] == [server] * 3, "a rank was started cold"
+    assert [r["threads"] for r in alone + pair] == [2, 1, 1]
 
 
 @pytest.mark.slow

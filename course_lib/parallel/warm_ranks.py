@@ -112,7 +112,11 @@ class _Server:
         self.replies: queue.Queue = queue.Queue()
         self.codes: dict[int, int] = {}
         self.alive = True
-        server_env = dict(env, PYTHONUNBUFFERED="1")
+        # One OpenMP thread, whatever the first launch gives its ranks (each rank sets its
+        # own): with more, importing torch starts a second thread, and a server with two
+        # threads must not fork, so every rank of a server that a one-rank launch (all the
+        # cores to its rank) had started was started cold.
+        server_env = dict(env, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
         server_env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         server_env.setdefault("GLOO_SOCKET_IFNAME", "lo")
         self.process = subprocess.Popen(
