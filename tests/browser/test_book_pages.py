@@ -383,12 +383,15 @@ class Reader:
         return self.page.evaluate(READY_JS)
 
     def measure(self, page: str, width: int) -> dict:
-        """The page's measurements at ``width`` px (loaded the first time only)."""
+        """The page's measurements at ``width`` px (loaded the first time only); at
+        :data:`DESKTOP`, last, what its widgets do when their inputs change."""
         if (page, width) not in self.results:
             undrawn = self.open(page, width)
             result = self.page.evaluate(MEASURE_JS, CODE_LINE)
             result["console"] = list(self.errors)
             result["undrawn"] = undrawn
+            if width == DESKTOP:
+                result["widgets"] = widget_problems(self.page)
             self.results[page, width] = result
         return self.results[page, width]
 
@@ -524,10 +527,9 @@ def _change(control: Any) -> None:
         control.click()
 
 
-@pytest.mark.parametrize("page", PAGES, ids=page_id)
-def test_widgets_respond_to_their_inputs(reader, page):
-    reader.open(page, DESKTOP)
-    sheet = reader.page
+def widget_problems(sheet: Any) -> list[str]:
+    """What is wrong with the widgets of the page open in ``sheet``, each changed as a reader
+    would change it (the page's other measurements are taken before)."""
     problems = []
     widgets = sheet.evaluate(WIDGETS_JS)
     for i, widget in enumerate(widgets):
@@ -558,5 +560,11 @@ def test_widgets_respond_to_their_inputs(reader, page):
                 continue
         if not answered:
             problems.append(f"{name} does not change when its inputs change")
+    return problems
+
+
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_widgets_respond_to_their_inputs(reader, page):
+    problems = reader.measure(page, DESKTOP)["widgets"]
     assert not problems, f"{page}:{listing(problems)}"
 
