@@ -93,11 +93,10 @@ def test_a_one_rank_launch_leaves_the_server_warm(rank_module, monkeypatch):
     starts imported torch with as many OpenMP threads, it would hold two threads, refuse to
     fork, and start every later rank cold (a launch 10 to 40 times slower)."""
     monkeypatch.setenv("COURSE_LIB_WARM_RANKS", "1")
-    monkeypatch.setenv("COURSE_TEST_FLAG", f"one rank first {os.getpid()}")  # a new server
-    warm_ranks.stop_server()
+    warm_ranks.stop_server()  # the one-rank launch starts the server
     alone = launch.launch(rank_module, 1, threads=2, timeout=60, echo=False)
     server = warm_ranks._current.process.pid
-    pair = launch.launch(rank_module, 2, threads=1, timeout=60, echo=False)
+    pair = run(rank_module, True, monkeypatch)
     assert warm_ranks._current.process.pid == server
     assert [r["parent"] for r in alone + pair] == [server] * 3, "a rank was started cold"
     assert [r["threads"] for r in alone + pair] == [2, 1, 1]
