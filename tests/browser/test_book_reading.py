@@ -5,6 +5,8 @@ tests read the result in chromium, every request outside this machine blocked:
 
 - a chapter starts with its learning goals: no code cell and no setup before them, and
   the setup cell is one closed line (its note) with its code and environment report inside;
+- every exercise stub ran in the build ("not done yet") and every worked solution, code and
+  output, is closed behind one button;
 - every exercise stub (cell tag ``exercise``) is followed by one line that says how to run
   it (the two commands from a clone while the course is unpublished, Colab and Binder
   once it is), and so is a chapter's quiz, once, before its first question;
@@ -157,9 +159,45 @@ def test_the_setup_cell_is_a_closed_one_line_note(chapter):
     chapter.in_view(note)
     assert note.inner_text().startswith(("Setup:", "Voorbereiding:"))
     assert "\n" not in note.inner_text().strip()
-    setup.locator("summary").click()
+    summary = setup.locator("summary")
+    assert "Colab" in summary.inner_text() and "\n" not in summary.inner_text().strip()
+    summary.click()
     output.wait_for(state="visible", timeout=5_000)
+    assert "setup_notebook(seed=0)" in code.inner_text()
     assert "torch" in output.inner_text()  # the environment report, folded with its cell
+    chapter.close_toggles()
+
+
+def test_every_stub_ran_and_every_worked_solution_is_collapsed(chapter):
+    """Each stub ran in the build and its feedback says "not done yet" (or "not answered
+    yet"); each worked solution, its code and its output (a prediction's answer, the
+    feedback), is behind one button: the reader predicts before seeing."""
+    stubs = [c for c in code_cells(chapter.notebook) if "exercise" in tags(c)]
+    dutch = chapter.notebook.startswith("nl/")
+    chapter.close_toggles()
+    waiting = (("Nog niet gedaan", "Nog niet beantwoord") if dutch
+               else ("Not done yet", "Not answered yet"))
+    feedback = chapter.page.locator(".cell.tag_exercise .cell_output")
+    assert feedback.count() == len(stubs) >= 3
+    for i in range(feedback.count()):
+        assert feedback.nth(i).inner_text().startswith(waiting), feedback.nth(i).inner_text()
+    solutions = chapter.page.locator(".cell.tag_solution")
+    assert solutions.count() == len(stubs)
+    show = "Toon de uitgewerkte oplossing" if dutch else "Show the worked solution"
+    passed = ("Geslaagd", "Goed") if dutch else ("Passed", "Right")
+    for i in range(solutions.count()):
+        cell = solutions.nth(i)
+        code, output = cell.locator(".cell_input"), cell.locator(".cell_output")
+        assert not code.is_visible() and not output.is_visible()
+        assert cell.locator("details").count() == 1
+        assert cell.locator("details").evaluate("d => !d.open")
+        summary = cell.locator("summary")
+        assert show in summary.inner_text()
+        summary.click()
+        code.wait_for(state="visible", timeout=5_000)
+        output.wait_for(state="visible", timeout=5_000)
+        assert "must_pass=True" in code.inner_text()
+        assert output.inner_text().startswith(passed)
     chapter.close_toggles()
 
 
