@@ -126,10 +126,16 @@ def wire_snapshot(settle: float = 5.0) -> WireSnapshot:
                     ends.add(str(s.getpeername()[1]))
                 if store in ends:
                     continue
+                # The queue before the counters: what the peer acknowledges between the two
+                # readings then counts here, and not in the next span (read the other way
+                # round, a phase's last bytes now and then landed in the next phase).
+                unacked = 0
+                with contextlib.suppress(OSError):  # a listening socket has no send queue
+                    unacked = struct.unpack("i", fcntl.ioctl(s.fileno(), termios.TIOCOUTQ,
+                                                             b"\0" * 4))[0]
                 info = s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, _TCP_INFO_BYTES)
                 sockets[inode] = struct.unpack_from("QQ", info, _ACKED_RECEIVED_AT)
-                queued += struct.unpack("i", fcntl.ioctl(s.fileno(), termios.TIOCOUTQ,
-                                                         b"\0" * 4))[0]
+                queued += unacked
             except OSError:  # not TCP after all, or closed meanwhile
                 continue
             finally:
