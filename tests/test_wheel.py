@@ -22,6 +22,7 @@ import textwrap
 import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from importlib.metadata import requires
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -172,11 +173,11 @@ def venv(work, dists) -> Venv:
     """A fresh virtual environment with the wheel and nbclient and ipykernel installed, no dev extras.
 
     torch comes from this environment through a ``.pth`` file naming a folder of links to torch
-    alone (not to the site-packages, which holds the editable course); pip finds it installed and
-    keeps it, as it keeps Colab's torch. The rest comes from pip's cache or the package registry.
-    pip compiles nothing (``--no-compile``: half of the install's time went to compiling the
-    thousands of modules of transformers and sympy); each module is compiled when first imported
-    and its bytecode kept, since the environment's Pythons may write it.
+    alone (not to the site-packages, which holds the editable course), as Colab's torch is there
+    before the course. The rest is installed by :func:`install`, which leaves torch alone. Nothing
+    is compiled at install time (half of pip's time went to compiling the thousands of modules of
+    transformers and sympy); each module is compiled when first imported and its bytecode kept,
+    since the environment's Pythons may write it.
     """
     prefix, cwd, torch_dir = work / "venv", work / "run", work / "torch-only"
     cwd.mkdir()
@@ -195,10 +196,29 @@ def venv(work, dists) -> Venv:
     v = Venv(prefix, cwd, env, torch_dir)
     purelib = v.python("-c", "import sysconfig; print(sysconfig.get_path('purelib'))").strip()
     Path(purelib, "course-torch.pth").write_text(f"{torch_dir}\n")
-    v.python("-m", "pip", "install", "--disable-pip-version-check", "--no-compile", "-q",
-             "-c", ROOT / "constraints.txt",
-             dists["wheel"], "nbclient", "ipykernel", timeout=600)
+    install(v, work, [dists["wheel"], "nbclient", "ipykernel"])
     return v
+
+
+def install(venv: Venv, work: Path, requirements: Sequence[str | Path]) -> None:
+    """Install ``requirements`` into ``venv`` at ``constraints.txt``'s versions, torch kept.
+
+    With the uv that ``scripts/setup.sh`` installed beside this Python: it reuses what that
+    install downloaded and installs on every core (a third of pip's time here). uv does not see
+    a torch found through a ``.pth`` file, so torch is left out of its resolution
+    (``--excludes``) and torch's own requirements are named instead. Without uv, pip, which
+    finds the linked torch installed and keeps it.
+    """
+    uv = Path(sys.executable).parent / "uv"
+    if not uv.is_file():
+        venv.python("-m", "pip", "install", "--disable-pip-version-check", "--no-compile", "-q",
+                    "-c", ROOT / "constraints.txt", *requirements, timeout=600)
+        return
+    (work / "no-torch.txt").write_text("torch\n")
+    needs = [r for r in requires("torch") or [] if "extra ==" not in r]
+    run([uv, "pip", "install", "-q", "--python", venv.prefix / "bin" / "python", "-c",
+         ROOT / "constraints.txt", "--excludes", work / "no-torch.txt", *requirements, *needs],
+        timeout=600, cwd=venv.cwd, env=venv.env)
 
 
 @pytest.mark.wheel
@@ -206,7 +226,7 @@ def test_the_course_is_imported_from_the_wheel_and_torch_is_kept(venv):
     out = venv.python("-c", "import course_lib, torch; print(course_lib.__file__); print(torch.__file__)")
     course, torch = (Path(line) for line in out.split())
     assert course.is_relative_to(venv.prefix) and not course.is_relative_to(ROOT), course
-    assert torch.is_relative_to(venv.torch_dir), f"pip installed a torch of its own: {torch}"
+    assert torch.is_relative_to(venv.torch_dir), f"the install put a torch of its own: {torch}"
 
 
 @pytest.mark.wheel
