@@ -31,7 +31,8 @@ def facts():
             "path0": sys.path[0], "on_path": os.environ["PYTHONPATH"].split(os.pathsep)[0]
             in sys.path, "tmp": tempfile.gettempdir(), "torch_rand": torch.rand(1).item(),
             "random": random.random(), "stdin": sys.stdin.read(), "cwd": os.getcwd(),
-            "flag": os.environ.get("COURSE_TEST_FLAG"), "parent": os.getppid()}
+            "flag": os.environ.get("COURSE_TEST_FLAG"), "parent": os.getppid(),
+            "inductor": os.environ.get("TORCHINDUCTOR_CACHE_DIR")}
 '''
 
 
@@ -85,6 +86,28 @@ def test_the_server_is_reused_and_replaced_when_the_environment_changes(rank_mod
     while lifetime.alive(first) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not lifetime.alive(first), "the replaced server was left running"
+
+
+@pytest.mark.slow
+def test_the_cache_folder_torch_writes_keeps_the_server(rank_module, monkeypatch, tmp_path):
+    """``import torch._dynamo`` writes its default TORCHINDUCTOR_CACHE_DIR into the launcher's
+    environment (transformers imports it with a model's code): the server stays, the ranks see
+    the variable; a folder of the user's own starts a new server."""
+    from torch._inductor.runtime import cache_dir_utils
+
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "")  # so that the original comes back
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
+    before = run(rank_module, True, monkeypatch)
+    first = warm_ranks._current.process.pid
+    written = cache_dir_utils.cache_dir()  # what torch's import does: it sets the variable
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == written
+    after = run(rank_module, True, monkeypatch)
+    assert warm_ranks._current.process.pid == first, "torch's own default replaced the server"
+    assert before[0]["inductor"] is None and after[0]["inductor"] == written
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    own = run(rank_module, True, monkeypatch)
+    assert warm_ranks._current.process.pid != first
+    assert own[0]["inductor"] == str(tmp_path / "inductor")
 
 
 @pytest.mark.slow

@@ -71,7 +71,21 @@ def enabled() -> bool:
 
 def _identity(env: dict[str, str]) -> tuple:
     return (sys.executable, os.getcwd(),
-            tuple(sorted((k, v) for k, v in env.items() if k not in PER_LAUNCH)))
+            tuple(sorted((k, v) for k, v in env.items()
+                         if k not in PER_LAUNCH and not _written_by_torch(k, v))))
+
+
+def _written_by_torch(name: str, value: str) -> bool:
+    """Whether torch wrote this variable into its own process's environment: ``import
+    torch._dynamo`` (transformers imports it with a model's code) sets
+    ``TORCHINDUCTOR_CACHE_DIR`` to the default that torch derives wherever it is unset. A
+    kernel that imported it after its first launch would otherwise replace its server, and
+    the next launch's ranks would import everything again (chapter 9's second launch: about
+    10 s more). Any other value is the user's, and a new server is started for it."""
+    utils = sys.modules.get("torch._inductor.runtime.cache_dir_utils")  # loaded if it wrote
+    default = getattr(utils, "default_cache_dir", None)
+    return (name == "TORCHINDUCTOR_CACHE_DIR" and callable(default)
+            and value == os.path.abspath(default()))
 
 
 class WarmProcess:
