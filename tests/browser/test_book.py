@@ -191,7 +191,7 @@ def test_chapter_10_renders_its_measurements_roofline_and_datasheets_offline(off
     # The measurements ran when the book was built: their tables are on the page.
     assert_shows(text, ("interleaved runs per row", "caches of this CPU", "triad from main memory",
                         "same as written out: True", "disk reads, 3 run(s) each",
-                        "Tokenising 3,000 texts on the CPU", "fitted: alpha =",
+                        "Tokenising 1,500 texts on the CPU", "fitted: alpha =",
                         "All-reduce of fp32 over 2 ranks (gloo)"))
     # The published figures, dense and sparse kept apart, and the roofline's verdicts.
     assert_shows(text, ("H100 SXM\t989.5\t1,979\t494.5\t989\t67.0\t80\t3.35\tbf16 dense\t295",
