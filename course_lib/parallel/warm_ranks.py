@@ -81,7 +81,9 @@ def _written_by_torch(name: str, value: str) -> bool:
     ``TORCHINDUCTOR_CACHE_DIR`` to the default that torch derives wherever it is unset. A
     kernel that imported it after its first launch would otherwise replace its server, and
     the next launch's ranks would import everything again (chapter 9's second launch: about
-    10 s more). Any other value is the user's, and a new server is started for it."""
+    10 s more). Any other value is the user's, and a new server is started for it. The
+    default comes from torch's private ``cache_dir_utils`` (tests/test_warm_ranks.py pins
+    it); a torch without it gets a new server, as before."""
     utils = sys.modules.get("torch._inductor.runtime.cache_dir_utils")  # loaded if it wrote
     default = getattr(utils, "default_cache_dir", None)
     return (name == "TORCHINDUCTOR_CACHE_DIR" and callable(default)
