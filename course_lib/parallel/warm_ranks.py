@@ -84,10 +84,11 @@ def _written_by_torch(name: str, value: str) -> bool:
     10 s more). Any other value is the user's, and a new server is started for it. The
     default comes from torch's private ``cache_dir_utils`` (tests/test_warm_ranks.py pins
     it); a torch without it gets a new server, as before."""
+    if name != "TORCHINDUCTOR_CACHE_DIR":
+        return False
     utils = sys.modules.get("torch._inductor.runtime.cache_dir_utils")  # loaded if it wrote
     default = getattr(utils, "default_cache_dir", None)
-    return (name == "TORCHINDUCTOR_CACHE_DIR" and callable(default)
-            and value == os.path.abspath(default()))
+    return callable(default) and value == os.path.abspath(default())
 
 
 class WarmProcess:
