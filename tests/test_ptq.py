@@ -2,7 +2,7 @@
 
 What this file proves (the course model itself is never built or loaded):
 
-* ``test_perplexity`` is ``evaluation.perplexity`` with windows of 128 and no overlap, on the first 150
+* ``test_perplexity`` is ``evaluation.perplexity`` with windows of 128 and no overlap, on the first 75
   stories of the test split
   unless ``texts`` are given;
 * ``ptq_study`` quantizes with each method in order and reports ``describe`` labels, the bytes of
@@ -113,7 +113,7 @@ def test_test_perplexity_reads_the_test_split(monkeypatch, tiny, tok):
     assert ptq.test_perplexity(tiny, tok) == 12.5
     (model, tokenizer, kwargs), = calls
     assert model is tiny and tokenizer is tok
-    assert kwargs == {"split": "test", "texts": data.load_corpus("course", "test")[:150], "window": 128,
+    assert kwargs == {"split": "test", "texts": data.load_corpus("course", "test")[:75], "window": 128,
                       "stride": 128, "batch_size": 8}
 
 
