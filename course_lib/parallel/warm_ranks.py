@@ -25,6 +25,7 @@ import array
 import atexit
 import contextlib
 import importlib
+import importlib.util
 import io
 import json
 import os
@@ -41,6 +42,8 @@ import tempfile
 import threading
 import time
 import warnings
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from course_lib.parallel import lifetime
@@ -76,19 +79,40 @@ def _identity(env: dict[str, str]) -> tuple:
 
 
 def _written_by_torch(name: str, value: str) -> bool:
-    """Whether torch wrote this variable into its own process's environment: ``import
-    torch._dynamo`` (transformers imports it with a model's code) sets
-    ``TORCHINDUCTOR_CACHE_DIR`` to the default that torch derives wherever it is unset. A
-    kernel that imported it after its first launch would otherwise replace its server, and
-    the next launch's ranks would import everything again (chapter 9's second launch: about
-    10 s more). Any other value is the user's, and a new server is started for it. The
-    default comes from torch's private ``cache_dir_utils`` (tests/test_warm_ranks.py pins
-    it); a torch without it gets a new server, as before."""
+    """Whether ``TORCHINDUCTOR_CACHE_DIR`` holds the default that ``import torch._dynamo``
+    writes into its process's environment wherever it is unset (transformers imports it with a
+    model's code). A kernel may get it that way after its first launch, or inherit it from its
+    parent from the start (the book build's Sphinx process imports it with chapter 6's quiz), and
+    the answer must not change when the kernel imports torch._dynamo itself, or the server would
+    be replaced and the next launch's ranks would import everything again (chapters 8, 9 and 11
+    of the book build). Any other value is the user's, and starts a new
+    server. The default comes from torch's private ``cache_dir_utils``
+    (tests/test_warm_ranks.py pins it); a torch without it gets a new server, as before."""
     if name != "TORCHINDUCTOR_CACHE_DIR":
         return False
-    utils = sys.modules.get("torch._inductor.runtime.cache_dir_utils")  # loaded if it wrote
+    utils = _cache_dir_utils()
     default = getattr(utils, "default_cache_dir", None)
     return callable(default) and value == os.path.abspath(default())
+
+
+def _cache_dir_utils() -> ModuleType | None:
+    """torch's ``cache_dir_utils``; loaded from its file if torch has not imported it yet:
+    importing it by name would import torch._inductor and torch._dynamo (about 2 s) and write
+    the variable. The module needs nothing of torch but the small ``torch._environment``."""
+    global _torch_cache_dir_utils
+    if _torch_cache_dir_utils is None:
+        module = sys.modules.get("torch._inductor.runtime.cache_dir_utils")
+        if module is None:
+            try:
+                torch_init = Path(importlib.util.find_spec("torch").origin)
+                path = torch_init.parent / "_inductor" / "runtime" / "cache_dir_utils.py"
+                spec = importlib.util.spec_from_file_location("_course_lib_cache_dir_utils", path)
+                module = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(module)
+            except Exception:  # noqa: BLE001 - another torch: no default known, a new server
+                return None
+        _torch_cache_dir_utils = module
+    return _torch_cache_dir_utils
 
 
 class WarmProcess:
@@ -197,6 +221,7 @@ class _Server:
 
 
 _current: _Server | None = None
+_torch_cache_dir_utils: ModuleType | None = None
 _guard = threading.Lock()
 
 
