@@ -80,14 +80,14 @@ def _identity(env: dict[str, str]) -> tuple:
 
 def _written_by_torch(name: str, value: str) -> bool:
     """Whether ``TORCHINDUCTOR_CACHE_DIR`` holds the default that ``import torch._dynamo``
-    writes into its process's environment wherever it is unset (transformers imports it with a
-    model's code). A kernel may get it that way after its first launch, or inherit it from its
-    parent from the start (the book build's Sphinx process imports it with chapter 6's quiz), and
-    the answer must not change when the kernel imports torch._dynamo itself, or the server would
-    be replaced and the next launch's ranks would import everything again (chapters 8, 9 and 11
-    of the book build). Any other value is the user's, and starts a new
-    server. The default comes from torch's private ``cache_dir_utils``
-    (tests/test_warm_ranks.py pins it); a torch without it gets a new server, as before."""
+    writes into its process's environment wherever it is unset (transformers imports it with
+    a model's code). A kernel may get it that way after its first launch, or inherit it from
+    its parent (the book build's Sphinx process imports it with chapter 6's quiz). The answer
+    must not change when the kernel imports torch._dynamo itself: the server would be
+    replaced, and the next launch's ranks would import everything again. Any other value is
+    the user's, and starts a new server. The default comes from torch's private
+    ``cache_dir_utils`` (tests/test_warm_ranks.py pins it); a torch without it gets a new
+    server, as before."""
     if name != "TORCHINDUCTOR_CACHE_DIR":
         return False
     utils = _cache_dir_utils()
