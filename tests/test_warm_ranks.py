@@ -120,15 +120,14 @@ def test_the_default_cache_folder_inherited_keeps_the_server(rank_module, monkey
     name = "torch._inductor.runtime.cache_dir_utils"
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR",
                        os.path.abspath(cache_dir_utils.default_cache_dir()))
-    monkeypatch.setattr(warm_ranks, "_torch_cache_dir_utils", None, raising=False)
     monkeypatch.delitem(sys.modules, name)  # not imported by this process yet
     run(rank_module, True, monkeypatch)
     first = warm_ranks._current.process.pid
     assert name not in sys.modules, "the check imported torch._inductor"
     monkeypatch.setitem(sys.modules, name, cache_dir_utils)  # now it is
-    monkeypatch.setattr(warm_ranks, "_torch_cache_dir_utils", None, raising=False)
     run(rank_module, True, monkeypatch)
     assert warm_ranks._current.process.pid == first, "the server was replaced"
+
 
 @pytest.mark.slow
 def test_a_one_rank_launch_leaves_the_server_warm(rank_module, monkeypatch):

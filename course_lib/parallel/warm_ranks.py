@@ -24,6 +24,7 @@ from __future__ import annotations
 import array
 import atexit
 import contextlib
+import functools
 import importlib
 import importlib.util
 import io
@@ -43,8 +44,7 @@ import threading
 import time
 import warnings
 from pathlib import Path
-from types import ModuleType
-from typing import Any
+from typing import Any, Callable
 
 from course_lib.parallel import lifetime
 
@@ -90,29 +90,25 @@ def _written_by_torch(name: str, value: str) -> bool:
     server, as before."""
     if name != "TORCHINDUCTOR_CACHE_DIR":
         return False
-    utils = _cache_dir_utils()
-    default = getattr(utils, "default_cache_dir", None)
-    return callable(default) and value == os.path.abspath(default())
+    default = _torch_default_cache_dir()
+    return default is not None and value == os.path.abspath(default())
 
 
-def _cache_dir_utils() -> ModuleType | None:
-    """torch's ``cache_dir_utils``; loaded from its file if torch has not imported it yet:
-    importing it by name would import torch._inductor and torch._dynamo (about 2 s) and write
-    the variable. The module needs nothing of torch but the small ``torch._environment``."""
-    global _torch_cache_dir_utils
-    if _torch_cache_dir_utils is None:
-        module = sys.modules.get("torch._inductor.runtime.cache_dir_utils")
-        if module is None:
-            try:
-                torch_init = Path(importlib.util.find_spec("torch").origin)
-                path = torch_init.parent / "_inductor" / "runtime" / "cache_dir_utils.py"
-                spec = importlib.util.spec_from_file_location("_course_lib_cache_dir_utils", path)
-                module = importlib.util.module_from_spec(spec)
-                spec.loader.exec_module(module)
-            except Exception:  # noqa: BLE001 - another torch: no default known, a new server
-                return None
-        _torch_cache_dir_utils = module
-    return _torch_cache_dir_utils
+@functools.lru_cache(maxsize=1)
+def _torch_default_cache_dir() -> Callable[[], str] | None:
+    """``default_cache_dir`` of torch's ``cache_dir_utils``, loaded from its file whether or not
+    torch has imported it: importing it by name would import torch._inductor and torch._dynamo
+    (about 2 s) and write the variable. The module needs nothing of torch but the small
+    ``torch._environment``."""
+    try:
+        torch_init = Path(importlib.util.find_spec("torch").origin)
+        path = torch_init.parent / "_inductor" / "runtime" / "cache_dir_utils.py"
+        spec = importlib.util.spec_from_file_location("_course_lib_cache_dir_utils", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module.default_cache_dir
+    except Exception:  # noqa: BLE001 - another torch: no default known, a new server
+        return None
 
 
 class WarmProcess:
@@ -221,7 +217,6 @@ class _Server:
 
 
 _current: _Server | None = None
-_torch_cache_dir_utils: ModuleType | None = None
 _guard = threading.Lock()
 
 
