@@ -346,8 +346,8 @@ def gptq_quantize_columns(W: torch.Tensor, U: torch.Tensor, scale: torch.Tensor,
     static = config.group_size is None or config.static_groups
     codes = torch.zeros(rows, cols, dtype=torch.uint8, device=W.device)
     Q = torch.zeros(rows, cols, dtype=torch.float32, device=W.device)
-    C = torch.zeros(rows, cols, dtype=torch.float32, device=W.device)  # codes as floats
-    # Chapter 5's rounding (quant.encode_codes, decode_codes), each group's 1 / scale
+    C = torch.zeros(rows, cols, dtype=torch.float32, device=W.device)  # codes, as floats
+    # Chapter 5's rounding (quant.encode_codes, decode_codes) with each group's 1 / scale
     # and zero point computed once, not once per column: the same operations, in order.
     inverse = 1.0 / scale
     offset = None if zero is None else zero.float()
@@ -382,7 +382,7 @@ def gptq_quantize_columns(W: torch.Tensor, U: torch.Tensor, scale: torch.Tensor,
             W1[:, k:].addr_(e, U[j, j:i2], alpha=-1)
         # "W[:, i+B:] ← W[:, i+B:] - E · H⁻¹[i:i+B, i+B:]": the lazy batch update
         W[:, i2:].addmm_(E, U[i1:i2, i2:], alpha=-1)
-    shift = 0 if zero is not None else 1 << (config.bits - 1)  # absmax: stored shifted
+    shift = 0 if zero is not None else 1 << (config.bits - 1)  # absmax codes stored shifted
     codes.copy_(C.add_(shift))
     return codes, Q
 
