@@ -346,44 +346,24 @@ def gptq_quantize_columns(W: torch.Tensor, U: torch.Tensor, scale: torch.Tensor,
     static = config.group_size is None or config.static_groups
     codes = torch.zeros(rows, cols, dtype=torch.uint8, device=W.device)
     Q = torch.zeros(rows, cols, dtype=torch.float32, device=W.device)
-    C = torch.zeros(rows, cols, dtype=torch.float32, device=W.device)  # codes, as floats
-    # Chapter 5's rounding (quant.encode_codes, decode_codes) with each group's 1 / scale
-    # and zero point computed once, not once per column: the same operations, in order.
-    inverse = 1.0 / scale
-    offset = None if zero is None else zero.float()
-    low, high = (0, (1 << config.bits) - 1) if zero is not None else (
-        1 - (1 << (config.bits - 1)), (1 << (config.bits - 1)) - 1)
     for i1 in range(0, cols, B):  # "for i = 0, B, 2B, ..."
         i2 = min(i1 + B, cols)
         W1 = W[:, i1:i2].clone()
         E = torch.zeros_like(W1)  # the block's scaled errors
-        diagonal = U.diagonal()[i1:i2].tolist()  # [H⁻¹]_jj, read once per block
         for j in range(i1, i2):  # "for j = i, ..., i + B - 1"
             k, g = j - i1, groups[j]
             if not static and j % size == 0:  # a new group: its grid from W as it is
                 current = _current(W, W1, E, U, i1, i2, j, j + size)
                 _set_group_grid(scale, zero, g, current, config)
-                inverse[:, g] = 1.0 / scale[:, g]
-                if zero is not None:
-                    offset[:, g] = zero[:, g].float()
-            w, code, q = W1[:, k], C[:, j], Q[:, j]
-            # "Q[:, j] ← quant(W[:, j])": round half to even on the grid, clamp, decode
-            torch.mul(w.float(), inverse[:, g], out=code).round_()
-            if offset is None:
-                code.clamp_(low, high)
-                torch.mul(code, scale[:, g], out=q)
-            else:
-                code.add_(offset[:, g]).clamp_(low, high)
-                torch.sub(code, offset[:, g], out=q).mul_(scale[:, g])
+            z = None if zero is None else zero[:, g]
+            # "Q[:, j] ← quant(W[:, j])"
+            codes[:, j], Q[:, j] = _round_column(W1[:, k], scale[:, g], z, config.bits)
             # "E[:, j-i] ← (W[:, j] - Q[:, j]) / [H⁻¹]_jj"
-            e = E[:, k]
-            torch.sub(w, q.to(w), out=e).div_(diagonal[k])
+            E[:, k] = (W1[:, k] - Q[:, j].to(W1)) / U[j, j]
             # "W[:, j:i+B] ← W[:, j:i+B] - E[:, j-i] · H⁻¹[j, j:i+B]"
-            W1[:, k:].addr_(e, U[j, j:i2], alpha=-1)
+            W1[:, k:].addr_(E[:, k], U[j, j:i2], alpha=-1)
         # "W[:, i+B:] ← W[:, i+B:] - E · H⁻¹[i:i+B, i+B:]": the lazy batch update
         W[:, i2:].addmm_(E, U[i1:i2, i2:], alpha=-1)
-    shift = 0 if zero is not None else 1 << (config.bits - 1)  # absmax codes stored shifted
-    codes.copy_(C.add_(shift))
     return codes, Q
 
 
