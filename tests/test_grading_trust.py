@@ -18,7 +18,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from course_lib.exercises import grading
+from course_lib.exercises import grading, recheck
 from course_lib.exercises.checker import MIME
 
 SETUP = "from course_lib.chapters import ch11_lab as lab\nimport torch"
@@ -159,6 +159,19 @@ def test_a_recheck_leaves_out_what_a_cell_sets_on_the_lab_or_calls_on_it():
             "lab.column_shard(column_shard)\n"
             "answer = lab._mesh_groups\n"
             "def column_shard(w, b, degree, rank, parts=1):\n    return w, b\n")
-    kept = [ast.unparse(node) for node in ast.parse(cell).body if grading._kept(node)]
+    kept = [ast.unparse(node) for node in ast.parse(cell).body if recheck._kept(node)]
     assert kept == ["import math", "answer = lab._mesh_groups",
                     "def column_shard(w, b, degree, rank, parts=1):\n    return (w, b)"]
+
+
+def test_a_recheck_imports_what_the_cell_and_its_answer_read_and_no_more():
+    imports = ["import sys", "import torch", "import torch.nn.functional as F",
+               "from course_lib.chapters import ch11", "from course_lib.parallel import (launch,\n"
+               "    tensor_parallel)", "from math import *", "import numpy as np"]
+    cell = ast.parse("def mine(w):\n    return F.relu(w) @ tensor_parallel.x(torch.ones(2))\n")
+    assert recheck._imports_used(imports, [*cell.body, "mine"]) == [
+        "import torch", "import torch.nn.functional as F",
+        "from course_lib.parallel import (launch,\n    tensor_parallel)", "from math import *"]
+    # a name read only by the answer handed to the checker, and an answer that is not Python
+    assert recheck._imports_used(imports, ["np.ones(3)", "1 +"]) == ["from math import *",
+                                                                     "import numpy as np"]
