@@ -46,8 +46,11 @@ def users(module: str, name: str, book: dict[int, tuple[str, str]]) -> list[int]
     """The chapters whose notebook code uses ``module.name`` or imports ``name`` from ``module``."""
     found = []
     for number, (_, code) in book.items():
-        dotted = re.search(rf"\b{module}\.{name}\b", code)
-        imported = re.search(rf"from course_lib(\.\w+)*\.{module} import (\([^)]*|[^\n]*)\b{name}\b", code)
+        if name not in code:  # both patterns need it: skip their slow searches (seconds)
+            continue
+        dotted = f"{module}.{name}" in code and re.search(rf"\b{module}\.{name}\b", code)
+        imported = f".{module} import" in code and re.search(
+            rf"from course_lib(\.\w+)*\.{module} import (\([^)]*|[^\n]*)\b{name}\b", code)
         if dotted or imported:
             found.append(number)
     return found
@@ -56,7 +59,7 @@ def users(module: str, name: str, book: dict[int, tuple[str, str]]) -> list[int]
 def module_users(module: str, book: dict[int, tuple[str, str]]) -> list[int]:
     """The chapters whose notebook code imports ``module`` at all."""
     pattern = rf"(from course_lib(\.\w+)* import [^\n]*\b{module}\b|course_lib\.(\w+\.)*{module}\b)"
-    return [n for n, (_, code) in book.items() if re.search(pattern, code)]
+    return [n for n, (_, code) in book.items() if module in code and re.search(pattern, code)]
 
 
 def reference(module: str, name: str, book: dict[int, tuple[str, str]]) -> str:
