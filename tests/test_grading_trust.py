@@ -168,8 +168,8 @@ def test_a_recheck_imports_what_the_cell_and_its_answer_read_and_no_more():
     imports = ["import sys", "import torch", "import torch.nn.functional as F",
                "from course_lib.chapters import ch11", "from course_lib.parallel import (launch,\n"
                "    tensor_parallel)", "from math import *", "import numpy as np"]
-    cell = ast.parse("def mine(w):\n    return F.relu(w) @ tensor_parallel.x(torch.ones(2))\n")
-    assert recheck._imports_used(imports, [*cell.body, "mine"]) == [
+    cell = "def mine(w):\n    return F.relu(w) @ tensor_parallel.x(torch.ones(2))\n"
+    assert recheck._imports_used(imports, [cell, "mine"]) == [
         "import torch", "import torch.nn.functional as F",
         "from course_lib.parallel import (launch,\n    tensor_parallel)", "from math import *"]
     # a name read only by the answer handed to the checker, and an answer that is not Python

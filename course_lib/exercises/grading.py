@@ -33,7 +33,6 @@ from course_lib.base.checks import positive
 from course_lib.exercises import recheck
 from course_lib.exercises.checker import Exercise
 from course_lib.exercises.predictions import Prediction
-from course_lib.exercises.recheck import TIMED_OUT, python_source
 
 __all__ = ["GradeRow", "grade_notebook", "grade_table", "learner_copies", "learner_copy", "main",
            "read_notebook"]
@@ -116,7 +115,7 @@ _LAB_IMPORT = re.compile(r"^\s*(?:from\s+course_lib\.chapters\s+import\s+(\w+)\s
                          r"|import\s+course_lib\.chapters\.(\w+)\s+as\s+lab)\s*(?:#.*)?$", re.M)
 def _lab_calls(cell: nbformat.NotebookNode, names: Sequence[str]) -> list[tuple[str, str | None]]:
     """The exercises a cell hands an answer to, ``lab.<name>(answer)``, with the answer's source."""
-    code = python_source(cell.source) if cell.cell_type == "code" else ""
+    code = recheck.python_source(cell.source) if cell.cell_type == "code" else ""
     try:
         tree = ast.parse(code)
     except SyntaxError:  # still the exercise's cell: its re-check says where the error is
@@ -172,7 +171,7 @@ def _imports(nb: nbformat.NotebookNode) -> list[str]:
     found: list[str] = []
     for cell in (c for c in nb.cells if c.cell_type == "code"):
         with contextlib.suppress(SyntaxError):
-            code = python_source(cell.source)
+            code = recheck.python_source(cell.source)
             found += [ast.get_source_segment(code, node) or "" for node in ast.parse(code).body
                       if isinstance(node, (ast.Import, ast.ImportFrom))]
     return list(dict.fromkeys(found))
@@ -209,8 +208,9 @@ def _recheck_all(nb: nbformat.NotebookNode, lab: str, folder: Path,
             found = json.loads((folder / f"{name}.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):  # killed, or it died: its last words, if any
             lines = (folder / f"{name}.err").read_text(errors="replace").strip().splitlines()
+            timed_out = recheck.TIMED_OUT.format(seconds=timeout_s)
             found = {"result": "not yet", "message": f"its re-check stopped ({lines[-1][:160]}): "
-                     "run its cell to see why" if lines else TIMED_OUT.format(seconds=timeout_s)}
+                     "run its cell to see why" if lines else timed_out}
         rows.append(GradeRow(name, found["result"], found["message"]))
     return rows
 

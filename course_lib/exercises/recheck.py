@@ -136,14 +136,13 @@ def _kept(node: ast.stmt) -> bool:
         isinstance(n, ast.Name) and n.id in ("lab", "setattr", "delattr") for n in ast.walk(node)))
 
 
-def _imports_used(statements: Sequence[str], code: Sequence[ast.AST | str]) -> list[str]:
+def _imports_used(statements: Sequence[str], code: Sequence[str]) -> list[str]:
     """The notebook's import statements that bind a name ``code`` reads (a star import always):
     a re-check imports what the cell uses, not all that the notebook imports."""
-    trees = [part for part in code if not isinstance(part, str)]
-    for text in (part for part in code if isinstance(part, str)):
+    read = set()
+    for text in code:
         with contextlib.suppress(SyntaxError):
-            trees.append(ast.parse(text.strip()))
-    read = {node.id for tree in trees for node in ast.walk(tree) if isinstance(node, ast.Name)}
+            read |= {n.id for n in ast.walk(ast.parse(text.strip())) if isinstance(n, ast.Name)}
     used = []
     for statement in statements:
         with contextlib.suppress(SyntaxError):
@@ -171,17 +170,16 @@ def recheck(job_file: str) -> int:
     source = python_source(job["source"])
     Path(job["file"]).write_text(source, encoding="utf-8")  # the lines the feedback quotes
     try:
-        body = ast.parse(source, job["file"]).body
+        kept = [node for node in ast.parse(source, job["file"]).body if _kept(node)]
     except SyntaxError as err:
         return report("not yet", f"its cell has a syntax error at line {err.lineno} ({err.msg}): "
                       "fix it, then grade again")
-    kept = [node for node in body if _kept(node)]
     lab = importlib.import_module(f"course_lib.chapters.{job['lab']}")
     item = copy.copy(getattr(lab, job["exercise"]))
     if isinstance(item, Exercise):
         item.cases = list(item.cases() if callable(item.cases) else item.cases)
     namespace: dict[str, Any] = {"__name__": "__learner__"}
-    for statement in _imports_used(job["imports"], [*body, job["argument"] or ""]):
+    for statement in _imports_used(job["imports"], [source, job["argument"] or ""]):
         with contextlib.suppress(Exception):
             exec(statement, namespace)  # the notebook's own imports
     namespace["lab"] = lab
