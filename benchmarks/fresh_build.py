@@ -3,7 +3,8 @@
 Clones this repository's HEAD into a temporary folder, points ``COURSE_LIB_CACHE`` at an empty
 folder (as ``.ci/run`` does: nothing trained before helps), runs ``bash scripts/build.sh`` and then
 ``bash scripts/test.sh``, and prints three tables: the build's phases (from its ``==> phase`` lines:
-install, npm, prepare, book; wall and processor seconds, and the cores they kept busy on
+install, npm, prepare, book, the last split into executing the notebooks and Sphinx's own work;
+wall and processor seconds, and the cores they kept busy on
 average by the processor time the commands waited for; for each of the two commands also the
 machine's own busy time, which counts the kernels and ranks nobody waited for: compare the two
 before running things side by side), each notebook's execution inside the book build (myst-nb's own
@@ -90,6 +91,21 @@ def tests_by_file(junit: Path) -> list[tuple[str, float, int]]:
     return sorted(((f, s, counts[f]) for f, s in seconds.items()), key=lambda r: -r[1])
 
 
+def build_phases(log: str) -> tuple[list[list], int, list[tuple[str, float]]]:
+    """The build's phases as table rows (the book's split into executing the notebooks and
+    Sphinx's own work), its processor seconds, and each notebook's seconds, slowest first."""
+    phases = [[name, int(s), int(c), busy(int(c), int(s)), "-"]
+              for name, s, c in PHASE.findall(log)]
+    notebooks = sorted(((n, float(s)) for n, s in EXECUTED.findall(log)), key=lambda r: -r[1])
+    executing = round(sum(s for _, s in notebooks))
+    for i, row in enumerate(phases):
+        if row[0] == "book" and notebooks:
+            phases[i + 1:i + 1] = [["  executing the notebooks", executing, "-", "-", "-"],
+                                   ["  the rest (Sphinx)", row[1] - executing, "-", "-", "-"]]
+            break
+    return phases, sum(int(c) for _, _, c in PHASE.findall(log)), notebooks
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     parser.add_argument("--keep", action="store_true", help="keep the clone, cache and logs")
@@ -115,9 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         machine.append(machine_seconds())
         whole = ([busy(b - a, s) for a, b, s in zip(machine, machine[1:], (build_s, test_s))]
                  if None not in machine else ["-", "-"])
-        phases = [[name, int(s), int(c), busy(int(c), int(s)), "-"]
-                  for name, s, c in PHASE.findall(build_log)]
-        build_cpu = sum(row[2] for row in phases)
+        phases, build_cpu, notebooks = build_phases(build_log)
         print(Table(["phase", "seconds", "CPU seconds", "cores busy",
                      "machine's cores busy"],
                     phases + [["build.sh in all", round(build_s), build_cpu,
@@ -126,8 +140,6 @@ def main(argv: list[str] | None = None) -> int:
                                busy(test_cpu, test_s), whole[1]]],
                     title=f"scripts/build.sh and test.sh on a fresh clone, empty model cache, "
                           f"{os.cpu_count()} cores"))
-        notebooks = sorted(((n, float(s)) for n, s in EXECUTED.findall(build_log)),
-                           key=lambda r: -r[1])
         print(Table(["notebook", "seconds"], [[n, f"{s:.1f}"] for n, s in notebooks]
                     + [["all notebooks", f"{sum(s for _, s in notebooks):.1f}"]],
                     title="Each notebook executed by the book build (myst-nb's own timing)"))
