@@ -96,14 +96,15 @@ def build_phases(log: str) -> tuple[list[list], int, list[tuple[str, float]]]:
     Sphinx's own work), its processor seconds, and each notebook's seconds, slowest first."""
     phases = [[name, int(s), int(c), busy(int(c), int(s)), "-"]
               for name, s, c in PHASE.findall(log)]
+    cpu = sum(row[2] for row in phases)
     notebooks = sorted(((n, float(s)) for n, s in EXECUTED.findall(log)), key=lambda r: -r[1])
-    executing = round(sum(s for _, s in notebooks))
-    for i, row in enumerate(phases):
-        if row[0] == "book" and notebooks:
-            phases[i + 1:i + 1] = [["  executing the notebooks", executing, "-", "-", "-"],
-                                   ["  the rest (Sphinx)", row[1] - executing, "-", "-", "-"]]
-            break
-    return phases, sum(int(c) for _, _, c in PHASE.findall(log)), notebooks
+    book = next((i for i, row in enumerate(phases) if row[0] == "book"), None)
+    if book is not None and notebooks:
+        executing = round(sum(s for _, s in notebooks))
+        phases[book + 1:book + 1] = [["  executing the notebooks", executing, "-", "-", "-"],
+                                     ["  the rest (Sphinx)", phases[book][1] - executing, "-",
+                                      "-", "-"]]
+    return phases, cpu, notebooks
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from allocator import spread  # noqa: E402  (benchmarks/allocator.py: median (range))
 from course_lib.base.tables import Table  # noqa: E402
 from course_lib.exercises import grading  # noqa: E402
 
@@ -71,11 +72,9 @@ def main() -> int:
                 raise SystemExit(f"{name}: a stub was not graded 'not yet': {graded}")
             per = statistics.median(phases) / len(graded)
             goal = goal and per <= torch_start
-            rows.append([name, len(graded), f"{statistics.median(totals):.1f}",
-                         f"{min(totals):.1f}-{max(totals):.1f}",
-                         f"{statistics.median(phases):.1f}",
-                         f"{min(phases):.1f}-{max(phases):.1f}", f"{per:.2f}"])
-    print(Table(["notebook", "exercises", "grading (s)", "range", "re-checks (s)", "range",
+            rows.append([name, len(graded), spread(totals, ".1f"), spread(phases, ".1f"),
+                         f"{per:.2f}"])
+    print(Table(["notebook", "exercises", "grading (s)", "re-checks (s)",
                  "per exercise (s)"], rows,
                 title=f"Grading a learner copy (every exercise a stub), {args.repeats} runs "
                       f"each, on {os.cpu_count()} cores"))

@@ -223,11 +223,12 @@ def grade_notebook(path: str | Path, timeout_s: float = 120.0) -> list[GradeRow]
     a cell that writes or deletes files by relative path touches that folder, never the files
     beside the notebook, which is never written. (It is no sandbox: an absolute path still
     reaches the files.) What the notebook displays is not trusted: each exercise of the chapter's
-    lab is re-checked in a fresh process on the lab's own cases (:func:`~course_lib.exercises.recheck.recheck`); its row, named
-    as the lab names it, says "missing" when its cell is gone, names an answer that calls the
-    lab's reference or the library function the chapter teaches, and says "timed out after N s"
-    past ``timeout_s`` (per cell, and per re-check; a cell past it is interrupted and the run
-    goes on, even when the cell catches the interrupt). Exercises without a chapter's lab imported
+    lab is re-checked in a fresh process on the lab's own cases
+    (:func:`~course_lib.exercises.recheck.recheck`); its row, named as the lab names it, says
+    "missing" when its cell is gone, names an answer that calls the lab's reference or the
+    library function the chapter teaches, and says "timed out after N s" past ``timeout_s``
+    (per cell, and per re-check; a cell past it is interrupted and the run goes on, even when
+    the cell catches the interrupt). Exercises without a chapter's lab imported
     raise ValueError; a notebook without any gives no rows.
 
     Used by the library's other modules.
