@@ -12,13 +12,15 @@ process, the two settings taking turns, ``--repeats`` times each (default 5):
   instead, once per setting and repeat.
 
 It prints each setting's median and range. Exit status 1 when the course's exit is not faster
-in every pair of runs, or its median over 0.5 s (the goal of issue 41's remedy).
+in every pair of runs, or its median over 0.5 s (a chapter's kernel, which also stops the
+ranks' warm server, has no such goal).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -107,11 +109,15 @@ def main() -> int:
     for kind in kinds:
         ours, theirs = times[kind, course], times[kind, python]
         faster = all(a < b for a, b in zip(ours, theirs))
-        median = sorted(ours)[len(ours) // 2]
+        median = statistics.median(ours)
+        # A chapter's kernel also stops its warm server (chapters 8, 9, 11, 12): no goal of 0.5 s.
+        goal = GOAL if args.notebook is None or kind == "a fresh Python's exit" else None
+        within = goal is None or median <= goal
         print(f"{kind}: the course's exit faster in every pair: {'yes' if faster else 'NO'}; "
-              f"median {median:.2f} s against a goal of {GOAL} s: "
-              f"{'met' if median <= GOAL else 'MISSED'}")
-        met &= faster and median <= GOAL
+              f"median {median:.2f} s"
+              + ("" if goal is None else f" against a goal of {goal} s: "
+                 f"{'met' if within else 'MISSED'}"))
+        met &= faster and within
     return 0 if met else 1
 
 
