@@ -3,6 +3,7 @@ other part of a process's exit still happens, and ``COURSE_LIB_QUICK_EXIT=0`` ke
 How much sooner a process ends is measured by ``benchmarks/quick_exit.py``, not here."""
 
 import atexit
+import gc
 import os
 import subprocess
 import sys
@@ -56,10 +57,14 @@ def run_child(tmp_path: Path, setting: str | None) -> str:
     return done.stderr
 
 
-def test_import_course_lib_registers_the_freeze_once():
-    count = atexit._ncallbacks()
+def test_import_course_lib_registers_the_freeze_once(monkeypatch):
+    registered = []
+    monkeypatch.setattr(atexit, "register", registered.append)
     assert quick_exit.freeze_at_exit() is True
-    assert atexit._ncallbacks() == count  # import course_lib registered it already
+    assert registered == []  # import course_lib registered it already
+    monkeypatch.setattr(quick_exit, "_registered", False)  # as in a new process
+    assert quick_exit.freeze_at_exit() is True
+    assert registered == [gc.freeze]
 
 
 @pytest.mark.parametrize("setting", [None, "1"])
@@ -82,7 +87,9 @@ def test_quick_exit_0_keeps_pythons_own_exit(tmp_path):
 
 
 def test_the_switch_is_read_when_called(monkeypatch):
+    registered = []
+    monkeypatch.setattr(atexit, "register", registered.append)
+    monkeypatch.setattr(quick_exit, "_registered", False)
     monkeypatch.setenv("COURSE_LIB_QUICK_EXIT", "0")
-    count = atexit._ncallbacks()
     assert quick_exit.freeze_at_exit() is False
-    assert atexit._ncallbacks() == count
+    assert registered == []
