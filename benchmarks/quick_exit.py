@@ -1,7 +1,7 @@
 """How long a process and a notebook's kernel take to end, with ``import course_lib``'s exit
 (``course_lib/base/quick_exit.py``) and with Python's own (``COURSE_LIB_QUICK_EXIT=0``).
 
-Run ``.venv/bin/python benchmarks/quick_exit.py`` (about a minute on 2 CPU cores). Two kinds of
+Run ``.venv/bin/python benchmarks/quick_exit.py`` (about 90 s on 2 CPU cores). Two kinds of
 process, the two settings taking turns, ``--repeats`` times each (default 5):
 
 - a fresh Python that imports course_lib, torch and transformers and runs the course model's
