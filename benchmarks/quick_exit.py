@@ -26,10 +26,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from allocator import spread  # noqa: E402
+from allocator import spread  # noqa: E402  (benchmarks/allocator.py: median (range))
 
 from course_lib.base.tables import Table  # noqa: E402
 
@@ -72,10 +71,9 @@ def kernel_shutdown(setting: str, notebook: Path | None) -> float:
         folder = ROOT
     else:
         nb, folder = nbformat.read(notebook, as_version=4), notebook.parent
-    os.environ["COURSE_LIB_QUICK_EXIT"] = setting  # the kernel inherits it
     client = NotebookClient(nb, timeout=600, kernel_name="python3",
                             resources={"metadata": {"path": str(folder)}})
-    with client.setup_kernel():
+    with client.setup_kernel(env=dict(os.environ, COURSE_LIB_QUICK_EXIT=setting)):
         for i, cell in enumerate(nb.cells):
             if cell.cell_type == "code":
                 client.execute_cell(cell, i)
@@ -99,7 +97,6 @@ def main() -> int:
             for name, setting in SETTINGS.items():
                 times[kind, name].append(measure(setting))
         print(f"repeat {i + 1}/{args.repeats} done", flush=True)
-    os.environ.pop("COURSE_LIB_QUICK_EXIT")
     print(Table(["process", *SETTINGS],
                 [[kind, *(spread(times[kind, name], ".2f") for name in SETTINGS)]
                  for kind in kinds],

@@ -69,20 +69,20 @@ def test_import_course_lib_registers_the_freeze_once(monkeypatch):
 
 @pytest.mark.parametrize("setting", [None, "1"])
 def test_at_exit_the_objects_are_frozen_and_everything_else_still_happens(tmp_path, setting):
-    stderr, out = run_child(tmp_path, setting), tmp_path
-    assert int((out / "frozen").read_text()) > 100_000  # torch's objects, out of the walk
-    assert (out / "handler").read_text() == "ran"
-    assert (out / "left open.txt").read_text() == "x" * 100_000
-    assert [p.name for p in out.iterdir() if p.is_dir()] == []  # weakref.finalize removed it
+    stderr = run_child(tmp_path, setting)
+    assert int((tmp_path / "frozen").read_text()) > 100_000  # torch's objects, out of the walk
+    assert (tmp_path / "handler").read_text() == "ran"
+    assert (tmp_path / "left open.txt").read_text() == "x" * 100_000
+    assert [p.name for p in tmp_path.iterdir() if p.is_dir()] == []  # weakref.finalize removed it
     assert "a cycle collected" not in stderr  # a cycle alive at exit: left (as documented)
 
 
 def test_quick_exit_0_keeps_pythons_own_exit(tmp_path):
-    stderr, out = run_child(tmp_path, "0"), tmp_path
-    assert int((out / "frozen").read_text()) == 0
-    assert (out / "handler").read_text() == "ran"
-    assert (out / "left open.txt").read_text() == "x" * 100_000
-    assert [p.name for p in out.iterdir() if p.is_dir()] == []
+    stderr = run_child(tmp_path, "0")
+    assert int((tmp_path / "frozen").read_text()) == 0
+    assert (tmp_path / "handler").read_text() == "ran"
+    assert (tmp_path / "left open.txt").read_text() == "x" * 100_000
+    assert [p.name for p in tmp_path.iterdir() if p.is_dir()] == []
     assert stderr.count("a cycle collected") == 2  # what the freeze gives up
 
 
