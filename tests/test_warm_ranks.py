@@ -32,7 +32,8 @@ def facts():
             in sys.path, "tmp": tempfile.gettempdir(), "torch_rand": torch.rand(1).item(),
             "random": random.random(), "stdin": sys.stdin.read(), "cwd": os.getcwd(),
             "flag": os.environ.get("COURSE_TEST_FLAG"), "parent": os.getppid(),
-            "inductor": os.environ.get("TORCHINDUCTOR_CACHE_DIR")}
+            "inductor": os.environ.get("TORCHINDUCTOR_CACHE_DIR"),
+            "gpt2": "transformers.models.gpt2.modeling_gpt2" in sys.modules}
 '''
 
 
@@ -142,6 +143,24 @@ def test_a_one_rank_launch_leaves_the_server_warm(rank_module, monkeypatch):
     assert warm_ranks._current.process.pid == server
     assert [r["parent"] for r in alone + pair] == [server] * 3, "a rank was started cold"
     assert [r["threads"] for r in alone + pair] == [2, 1, 1]
+
+
+@pytest.mark.slow
+def test_a_target_that_uses_the_course_models_has_the_server_import_gpt2(rank_module,
+                                                                         monkeypatch):
+    """transformers' GPT-2 class is imported by the server (once, before it forks) for the
+    ranks of a target whose module uses the course's models, and only then: a rank forked
+    afterwards finds it imported; one forked before does not."""
+    monkeypatch.setenv("COURSE_LIB_WARM_RANKS", "1")
+    warm_ranks.stop_server()
+    before = run(rank_module, True, monkeypatch)
+    rows = launch.launch("course_lib.parallel.ddp:shard", 2, threads=1, timeout=60,
+                         echo=False, kwargs={"n_rows": 4, "world_size": 2, "rank": 1})
+    after = run(rank_module, True, monkeypatch)
+    server = warm_ranks._current.process.pid
+    assert rows == [[1, 3]] * 2  # DistributedSampler deals the rows out in turn
+    assert [r["parent"] for r in before + after] == [server] * 4, "a rank was started cold"
+    assert [r["gpt2"] for r in before + after] == [False, False, True, True]
 
 
 @pytest.mark.slow

@@ -6,10 +6,12 @@ start-up and ``import torch`` (about 2 s on a laptop core) before the rank does 
 a lab's checker launches again for every answer. So :func:`launch` asks a *warm server*, one
 per launching process (a notebook's kernel, a test run), to start its ranks: the server has
 imported torch, ``torch.distributed`` and the course's modules once, computed nothing, and
-forks a rank on request. The rank is what ``launch`` starts cold, in every way it can see: a
-process group and session of its own, the environment ``launch`` gives it (``PYTHONPATH``
-included), its own stdout pipe, ``OMP_NUM_THREADS`` applied, the random states of a new
-process, and the same ``_worker_main``; it watches its launcher as a cold rank does.
+forks a rank on request (for a target that builds the course's models, it imports
+transformers' GPT-2 class first, once). The rank is what ``launch`` starts cold, in every
+way it can see: a process group and session of its own, the environment ``launch`` gives it
+(``PYTHONPATH`` included), its own stdout pipe, ``OMP_NUM_THREADS`` applied, the random
+states of a new process, and the same ``_worker_main``; it watches its launcher as a cold
+rank does.
 
 What makes the fork safe is that the server never computes: no OpenMP pool, no thread (it
 checks that it has none before each fork, and says "cold" instead if it does). It ends when
@@ -58,6 +60,11 @@ PER_LAUNCH = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_AD
               "PYTEST_CURRENT_TEST", "COURSE_LIB_WARM_RANKS")
 #: What every server imports before it forks its first rank.
 PRELOAD = ("torch", "torch.distributed", "course_lib.parallel.launch")
+#: What a rank imports to build the course's GPT-2 (transformers' model class pulls in about
+#: 1,300 modules: 3.5 s on a laptop core). The server imports it before it forks the ranks of a
+#: target whose module uses the course's models (``course_lib.text.models``), once, rather than
+#: have each rank import it and then learn it before the next launch.
+MODEL_IMPORTS = ("transformers.models.gpt2.modeling_gpt2",)
 #: Where installed packages live: they do not change between launches.
 _INSTALLED = tuple({sysconfig.get_paths()[k] for k in ("purelib", "platlib")})
 _MESSAGE = 1 << 20  # bytes: the largest request (a launch's payload travels on the command line)
@@ -423,6 +430,8 @@ def _serve(launcher: int, sock: socket.socket, learn: str) -> None:
         request = json.loads(data)
         _preload(pending + _target(request["argv"]))
         pending.clear()
+        if "course_lib.text.models" in sys.modules:  # its ranks build a transformers model
+            _preload(list(MODEL_IMPORTS))
         if _threads() > 1 or not fds:  # a fork now could deadlock: let launch start it cold
             sock.send(json.dumps({"cold": _threads()}).encode())
             for extra in fds:
