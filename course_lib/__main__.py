@@ -384,7 +384,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         try:
             prepare()
-        except (CacheError, CheckpointError) as err:
+        except (CacheError, CheckpointError, TimeoutError) as err:
             print(f"python -m course_lib prepare: error: {err}", file=sys.stderr)
             return 1
         return 0

@@ -9,6 +9,11 @@ chapter 5 fine-tunes it (QAT, QLoRA, LoRA, full fine-tuning), chapter 6 fine-tun
 
 from __future__ import annotations
 
+import functools
+import multiprocessing
+import os
+import signal
+import sys
 import time
 from collections.abc import Callable
 
@@ -16,18 +21,18 @@ from course_lib.base import env
 from course_lib.compression import prune, qat
 from course_lib.text import course_model, data, models, scaling, training
 
-__all__ = ["model_problems", "prepare", "steps"]
+__all__ = ["FIRST", "STEP_TIMEOUT", "model_problems", "prepare", "side_by_side", "steps"]
 
 
-def _tiny_models() -> None:
+def _tiny_models(progress: bool = True) -> None:
     """Chapter 1's three tiny models, one per pretraining objective."""
     for kind in models.KINDS:
-        training.train_model(kind, progress=True)
+        training.train_model(kind, progress=progress)
 
 
-def _scaling_models() -> None:
+def _scaling_models(progress: bool = True) -> None:
     """Chapter 1's scaling study (also used by chapter 5)."""
-    scaling.scaling_models(progress=True)
+    scaling.scaling_models(progress=progress)
 
 
 def _course_model() -> None:
@@ -46,49 +51,143 @@ def _course_model() -> None:
     course_model.check_course_model(target)
 
 
-def _chapter5_finetunes() -> None:
+def _chapter5_finetunes(progress: bool = True) -> None:
     """Chapter 5's fine-tuning runs (QAT, its FP32 control, QLoRA, LoRA, full fine-tuning) of the course model."""
-    qat.chapter_finetunes(course_model.course_model(progress=True), progress=True)
+    qat.chapter_finetunes(course_model.course_model(progress=progress), progress=progress)
 
 
-def _chapter6_finetunes() -> None:
-    """Chapter 6's fine-tuning runs (pruned copies of the course model, masks held) and gradual pruning."""
-    prune.chapter_finetunes(course_model.course_model(progress=True), progress=True)
+def _chapter6_finetunes(part: str, progress: bool = True) -> None:
+    """One part of chapter 6's fine-tuning runs (:data:`course_lib.compression.prune.CHAPTER_PARTS`)."""
+    prune.chapter_finetunes(course_model.course_model(progress=progress), progress=progress,
+                            parts=[part])
 
 
-def steps() -> list[tuple[str, Callable[[], object]]]:
-    """The preparation steps in order: (what, function).
+#: The steps every other step needs, run first and in this process: the rest need nothing of
+#: each other, and :func:`prepare` runs them side by side.
+FIRST = ("course tokenizer", "Part II: the course model")
+#: Seconds :func:`prepare` waits for a step run beside others before it stops them all (a
+#: step takes about 1 minute on a 2-core laptop).
+STEP_TIMEOUT = 3600.0
+
+
+def steps() -> list[tuple[str, Callable[..., object]]]:
+    """The preparation steps in order: (what, function). The functions of the steps after
+    :data:`FIRST` take ``progress`` (whether to draw progress bars) and are found again by
+    name in another process (functions of a module, or ``functools.partial`` of one).
 
     Used by the library's other modules.
     """
+    def sixth(part: str) -> tuple[str, Callable[..., object]]:
+        return (f"chapter 6: fine-tuning after pruning ({part})",
+                functools.partial(_chapter6_finetunes, part))
+
     return [
         ("course tokenizer", data.course_tokenizer),
-        ("chapter 1: three tiny models", _tiny_models),
-        ("chapter 1: scaling study", _scaling_models),
         ("Part II: the course model", _course_model),
+        # the longest first (on 2 cores: about 55, 47, 39, 20, 17, 8 and 4 s), so that the
+        # processes side by side finish together
+        sixth("magnitude layer"),
+        sixth("magnitude global"),
+        sixth("gradual"),
+        ("chapter 1: three tiny models", _tiny_models),
         ("chapter 5: fine-tuning runs", _chapter5_finetunes),
-        ("chapter 6: fine-tuning after pruning", _chapter6_finetunes),
+        sixth("neurons"),
+        ("chapter 1: scaling study", _scaling_models),
     ]
 
 
-def prepare(verbose: bool = True) -> None:
+def side_by_side(processes: int | None = None) -> tuple[int, int]:
+    """(processes, threads each) for the steps after :data:`FIRST`: by default two processes
+    where there are two cores or more, the cores shared out between them.
+
+    On two cores, two processes of one thread each train the course's small models faster
+    than one process of two threads, whose threads wait on each other at every small matrix
+    product (``benchmarks/prepare.py`` measures it).
+
+    Used by the library's other modules.
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
+    if processes is None:
+        processes = 2 if cores >= 2 else 1
+    if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
+        raise ValueError(f"workers must be a whole number >= 1, got {processes!r}.")
+    return processes, max(1, cores // processes)
+
+
+def _worker_setup(threads: int) -> None:
+    """In a process of the pool: its share of the cores; it ends should prepare's process die,
+    and ends as a Python program ends when it is stopped (SIGTERM), its exit handlers run."""
+    import torch
+
+    from course_lib.parallel import lifetime
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    lifetime.sigterm_when_parent_dies()
+    torch.set_num_threads(threads)
+
+
+def _run_step(step: tuple[str, Callable[..., object]]) -> tuple[str, float]:
+    """In a process of the pool: run ``step`` (what, function) without progress bars (two
+    processes drawing on one terminal garble each other's); (what, seconds)."""
+    what, function = step
+    start = time.perf_counter()
+    function(progress=False)
+    return what, time.perf_counter() - start
+
+
+def prepare(verbose: bool = True, workers: int | None = None) -> None:
     """Run every preparation step (cached steps only load), printing each step and its time.
 
     The cache is checked first: one that cannot be written raises
     :class:`course_lib.base.env.CacheError` with the fix before anything trains; so does a
     folder of it that cannot be written when a model is missing there. The cached course model
     is loaded as a reader loads it (``AutoTokenizer`` too), and rebuilt if that fails.
+    The steps of :data:`FIRST` run here, in order; the others in ``workers`` processes side by
+    side (default :func:`side_by_side`), each on its share of the cores, or here too when one
+    process is all there is or one step is left. A step that fails, or outlasts
+    :data:`STEP_TIMEOUT`, stops the others, and its error is raised here.
 
     Used by the library's other modules.
     """
     env.check_cache(folders=False)  # a folder of the cache is checked when a model is written
-    for what, step in steps():
+    every = steps()
+    first = [step for step in every if step[0] in FIRST]
+    rest = [step for step in every if step[0] not in FIRST]
+    processes, threads = side_by_side(workers)
+    processes = min(processes, len(rest))
+    for what, step in first + (rest if processes < 2 else []):
         start = time.perf_counter()
         if verbose:
             print(f"==> {what}", flush=True)
         step()
         if verbose:
             print(f"    done in {time.perf_counter() - start:.1f} s", flush=True)
+    if processes < 2:
+        return
+    if verbose:
+        print(f"==> side by side on {processes} processes of {threads} thread(s) each:",
+              flush=True)
+        for what, _ in rest:
+            print(f"    {what}", flush=True)
+    pool = multiprocessing.get_context("spawn").Pool(processes, _worker_setup, (threads,))
+    try:
+        results = pool.imap_unordered(_run_step, rest)
+        for _ in rest:
+            what, seconds = results.next(timeout=STEP_TIMEOUT)
+            if verbose:
+                print(f"    done in {seconds:.1f} s: {what}", flush=True)
+    except multiprocessing.TimeoutError:
+        pool.terminate()
+        raise TimeoutError(f"a preparation step ran longer than {STEP_TIMEOUT:.0f} s and "
+                           "every step was stopped; run `python -m course_lib prepare` again "
+                           "(steps already done only load).") from None
+    except BaseException:  # a step failed, or Ctrl-C: stop the others now
+        pool.terminate()
+        raise
+    finally:
+        pool.close()  # the processes end by themselves once every step is done
+        pool.join()
 
 
 def model_problems() -> list[tuple[str, str]]:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 __all__ = [
+    "CHAPTER_PARTS",
     "GRADUAL_SEEDS",
     "RECOVERY_RECIPE",
     "SCOPES",
@@ -351,30 +352,47 @@ def gradual_prune(model: nn.Module, final: float, stages: int, scope: str = "glo
     return results
 
 
+#: The parts of chapter 6's fine-tuning runs (:func:`chapter_finetunes`), which need nothing of
+#: each other: ``python -m course_lib prepare`` runs them side by side.
+CHAPTER_PARTS = ("magnitude layer", "magnitude global", "gradual", "neurons")
+
+
 def chapter_finetunes(model: nn.Module, tokenizer: PreTrainedTokenizerBase | None = None,
-                      progress: bool = True) -> None:
+                      progress: bool = True, parts: Iterable[str] = CHAPTER_PARTS) -> None:
     """Every fine-tuning run of chapter 6, as its notebook makes them (cached: a second call loads).
 
-    The magnitude sweep (both scopes, every sparsity of :data:`SWEEP`; the unpruned control
-    once), one-shot and gradual pruning to 90 % (four stages) on every seed of
-    :data:`GRADUAL_SEEDS`, and the model with half of its MLP units removed.
+    The parts (:data:`CHAPTER_PARTS`): the magnitude sweep per layer and global (every sparsity
+    of :data:`SWEEP`; the unpruned control once, with the per-layer part), one-shot and gradual
+    pruning to 90 % (four stages) on every seed of :data:`GRADUAL_SEEDS` (the one-shot run on
+    the recipe's own seed is the global sweep's run at 90 %), and the model with half of its
+    MLP units removed.
 
     Chapter 6, *Pruning lab*.
     """
     from course_lib.compression import prune_structured
     from course_lib.text import data
 
+    parts = tuple(parts)
+    unknown = set(parts) - set(CHAPTER_PARTS)
+    if unknown:
+        raise ValueError(f"chapter 6's fine-tuning parts are {', '.join(CHAPTER_PARTS)}; "
+                         f"got {', '.join(sorted(unknown))}.")
     tokenizer = data.course_tokenizer() if tokenizer is None else tokenizer
     for scope in SCOPES:
+        if f"magnitude {scope}" not in parts:
+            continue
         for s in SWEEP:
             if s == 0 and scope != SCOPES[0]:
                 continue  # nothing pruned: one control run serves both scopes, as in ch06
             prune_and_finetune(model, magnitude_masks(model, s, scope), f"magnitude {scope} {s:.0%}",
                                RECOVERY_RECIPE, tokenizer, progress)
-    for seed in GRADUAL_SEEDS:  # one shot against gradual, on several seeds of the batches
-        recipe = dataclasses.replace(RECOVERY_RECIPE, seed=seed)
-        prune_and_finetune(model, magnitude_masks(model, 0.9, "global"), "magnitude global 90%",
-                           recipe, tokenizer, progress)
-        gradual_prune(model, 0.9, 4, "global", recipe, tokenizer, progress)
-    smaller = prune_structured.shrink_mlp(model, prune_structured.neurons_to_keep(model, 0.5))
-    finetuning.finetune(smaller, "neurons 50%", RECOVERY_RECIPE, tokenizer, progress=progress)
+    if "gradual" in parts:
+        for seed in GRADUAL_SEEDS:  # one shot against gradual, on several seeds of the batches
+            recipe = dataclasses.replace(RECOVERY_RECIPE, seed=seed)
+            gradual_prune(model, 0.9, 4, "global", recipe, tokenizer, progress)
+            if seed != RECOVERY_RECIPE.seed:  # that one is the global sweep's
+                prune_and_finetune(model, magnitude_masks(model, 0.9, "global"),
+                                   "magnitude global 90%", recipe, tokenizer, progress)
+    if "neurons" in parts:
+        smaller = prune_structured.shrink_mlp(model, prune_structured.neurons_to_keep(model, 0.5))
+        finetuning.finetune(smaller, "neurons 50%", RECOVERY_RECIPE, tokenizer, progress=progress)
