@@ -5,6 +5,8 @@ executes the book, so that no page shows a first-run message. Each step is cache
 :func:`course_lib.base.env.cache_dir` and skipped when its result is already there: a second run only
 loads. Chapter 1 trains the tiny models and the scaling study; Part II uses the course model;
 chapter 5 fine-tunes it (QAT, QLoRA, LoRA, full fine-tuning), chapter 6 fine-tunes pruned copies.
+The tokenizer and the course model come first; the other steps need nothing of each other and
+run side by side in two processes that share the cores (:func:`side_by_side`).
 """
 
 from __future__ import annotations
@@ -65,8 +67,8 @@ def _chapter6_finetunes(part: str, progress: bool = True) -> None:
 #: The steps every other step needs, run first and in this process: the rest need nothing of
 #: each other, and :func:`prepare` runs them side by side.
 FIRST = ("course tokenizer", "Part II: the course model")
-#: Seconds :func:`prepare` waits for a step run beside others before it stops them all (a
-#: step takes about 1 minute on a 2-core laptop).
+#: Seconds :func:`prepare` waits for a step run beside others before it stops them all (the
+#: longest takes about 1.5 minutes on 2 cores).
 STEP_TIMEOUT = 3600.0
 
 
@@ -84,8 +86,8 @@ def steps() -> list[tuple[str, Callable[..., object]]]:
     return [
         ("course tokenizer", data.course_tokenizer),
         ("Part II: the course model", _course_model),
-        # the longest first (on 2 cores: about 55, 47, 39, 20, 17, 8 and 4 s), so that the
-        # processes side by side finish together
+        # the longest first (side by side on 2 cores, 2026-12-04: 84, 72, 60, 24, 20, 9 and
+        # 5 s), so that the processes finish together
         sixth("magnitude layer"),
         sixth("magnitude global"),
         sixth("gradual"),
