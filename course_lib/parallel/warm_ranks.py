@@ -61,7 +61,7 @@ PER_LAUNCH = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_AD
 #: What every server imports before it forks its first rank.
 PRELOAD = ("torch", "torch.distributed", "course_lib.parallel.launch")
 #: What a rank imports to build the course's GPT-2 (transformers' model class pulls in about
-#: 1,300 modules: 3.5 s on a laptop core). The server imports it before it forks the ranks of a
+#: 1,300 modules: 3.5 s on one core). The server imports it before it forks the ranks of a
 #: target whose module uses the course's models (``course_lib.text.models``), once, rather than
 #: have each rank import it and then learn it before the next launch.
 MODEL_IMPORTS = ("transformers.models.gpt2.modeling_gpt2",)
