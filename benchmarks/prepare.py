@@ -25,12 +25,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from allocator import spread  # benchmarks/allocator.py
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from course_lib import prepare
-from course_lib.base import env
-from course_lib.base.tables import Table
-from course_lib.text import course_model, data, models
+from allocator import spread  # noqa: E402  (benchmarks/allocator.py: median (range))
+
+from course_lib import prepare  # noqa: E402
+from course_lib.base import env  # noqa: E402
+from course_lib.base.tables import Table  # noqa: E402
+from course_lib.text import course_model, data, models  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = {"one process": 1, "side by side": None}  # prepare's workers=

@@ -14,8 +14,6 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import os
-import signal
-import sys
 import time
 from collections.abc import Callable
 
@@ -124,8 +122,7 @@ def _worker_setup(threads: int) -> None:
 
     from course_lib.parallel import lifetime
 
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
-    lifetime.sigterm_when_parent_dies()
+    lifetime.end_with_parent(1)
     torch.set_num_threads(threads)
 
 

@@ -213,3 +213,31 @@ def test_switched_off_or_not_linux_means_cold(monkeypatch):
     monkeypatch.setenv("COURSE_LIB_WARM_RANKS", "1")
     monkeypatch.setattr(sys, "platform", "darwin")
     assert not warm_ranks.enabled()
+
+
+ENDS = """
+import atexit, pathlib, sys, time
+from course_lib.parallel import lifetime
+lifetime.end_with_parent(3)
+atexit.register(pathlib.Path(sys.argv[1]).write_text, "exit handlers ran")
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def test_a_sigterm_ends_a_process_as_sys_exit_does(tmp_path):
+    """lifetime.end_with_parent (the warm server, prepare's processes): a SIGTERM runs the exit
+    handlers and gives the code asked for, where by default it kills at once (-15)."""
+    root = Path(__file__).resolve().parents[1]
+    done = tmp_path / "done"
+    child = subprocess.Popen([sys.executable, "-c", ENDS, str(done)], stdout=subprocess.PIPE,
+                             text=True, env=dict(os.environ, PYTHONPATH=str(root)))
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(timeout=30) == 3
+        assert done.read_text() == "exit handlers ran"
+    finally:
+        child.kill()
+        child.wait(timeout=10)
+        child.stdout.close()

@@ -23,7 +23,8 @@ from typing import Any, NoReturn
 
 import torch.distributed as dist
 
-__all__ = ["WATCH_INTERVAL", "alive", "die_with_parent", "end_own_group", "group_members",
+__all__ = ["WATCH_INTERVAL", "alive", "die_with_parent", "end_own_group", "end_with_parent",
+           "group_members",
            "leave", "sigterm_when_parent_dies", "wait_for_peers",
            "watch_torchrun_agent"]
 
@@ -40,6 +41,17 @@ def sigterm_when_parent_dies() -> None:
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
+def end_with_parent(code: int = 0) -> None:
+    """SIGTERM when the parent dies (:func:`sigterm_when_parent_dies`), and a SIGTERM, from it
+    or from anyone, ends this process as ``sys.exit(code)`` does: ``finally`` blocks and exit
+    handlers run (temporary folders removed, semaphores given back).
+
+    Used by the library's other modules.
+    """
+    sigterm_when_parent_dies()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(code))
 
 
 def alive(pid: int) -> bool:

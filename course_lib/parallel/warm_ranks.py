@@ -377,8 +377,7 @@ def serve(launcher: int, fd: int) -> None:
 
     Used by the library's other modules.
     """
-    lifetime.sigterm_when_parent_dies()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # so that "finally" cleans up
+    lifetime.end_with_parent()  # so that "finally" cleans up
     sock = socket.socket(fileno=fd)
     learn = tempfile.mkdtemp(prefix="course-warm-")
     try:
