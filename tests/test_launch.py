@@ -15,8 +15,10 @@ from __future__ import annotations
 import argparse
 import collections
 import contextlib
+import dataclasses
 import json
 import os
+import pickle
 import queue
 import re
 import signal
@@ -397,6 +399,41 @@ def all_reduce_without_a_group():
         dist.all_reduce(torch.zeros(1))  # no process group joined: torch raises
     return 0
 """
+
+
+@dataclasses.dataclass(frozen=True)
+class _Sent:
+    """A result as the chapters' ranks return them: a frozen dataclass with tensors inside."""
+
+    history: tuple[float, ...]
+    parameters: torch.Tensor
+    shard: torch.Tensor
+    states: dict[str, int]
+
+
+def test_a_result_comes_back_whole_with_its_tensors_views_kept(tmp_path):
+    parameters = torch.randn(1000, dtype=torch.float64)
+    result = _Sent((2.5, 2.25), parameters, parameters[250:500], {"parameters": 8000})
+    failures.send(result, tmp_path / "rank0.pkl")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rank0.pkl"]  # no partial file left
+    back = launch._result(tmp_path, 0)
+    assert back.history == result.history and back.states == result.states
+    assert torch.equal(back.parameters, parameters) and back.parameters.dtype == torch.float64
+    back.shard.zero_()  # one storage, as on the rank: the view writes into the whole
+    assert back.parameters[250:500].abs().sum() == 0 and back.parameters[:250].abs().sum() > 0
+
+
+@pytest.mark.parametrize(("result", "error"), [((lambda: 0), (pickle.PicklingError,
+                                                               AttributeError)),
+                                               (threading.Lock(), TypeError),
+                                               ((x for x in ()), TypeError)])
+def test_a_result_that_does_not_pickle_raises_what_pickle_raises_and_leaves_no_file(
+        tmp_path, result, error):
+    with pytest.raises(error):
+        pickle.dumps(result)
+    with pytest.raises(error):
+        failures.send(result, tmp_path / "rank0.pkl")
+    assert list(tmp_path.iterdir()) == []
 
 
 @pytest.fixture

@@ -420,9 +420,10 @@ def _result(results: Path, rank: int) -> Any:
                           "before the function returned. Let the function return its result, or "
                           "raise an exception to fail.")
     try:
-        # Our own workers pickled this into our own private folder: a rank's result is any
-        # Python object (a frozen dataclass, tensors inside), not weights, so pickle is the format.
-        return pickle.loads(path.read_bytes())
+        # Our own workers pickled this into our own private folder (failures.send): a rank's
+        # result is any Python object (a frozen dataclass, tensors inside), not weights, so
+        # pickle is the format, with each tensor's bytes beside it in torch.save's archive.
+        return torch.load(path, weights_only=False)
     except Exception as err:  # noqa: BLE001 - whatever unpickling raises, the advice is the same
         raise LaunchError(f"rank {rank}'s result cannot be read back here ({type(err).__name__}: "
                           f"{err}). Return numbers, strings, lists, dicts, tensors, or classes of "
