@@ -420,9 +420,12 @@ def _result(results: Path, rank: int) -> Any:
                           "before the function returned. Let the function return its result, or "
                           "raise an exception to fail.")
     try:
-        # Our own workers pickled this into our own private folder (failures.send): a rank's
-        # result is any Python object (a frozen dataclass, tensors inside), not weights, so
-        # pickle is the format, with each tensor's bytes beside it in torch.save's archive.
+        # The ranks this call started wrote this file into its own private folder
+        # (failures.send): no one else's file is read. A result is any Python object that
+        # pickles (a dataclass of the learner's, tensors inside), not weights, so it is a
+        # pickle (torch.save's archive: each tensor's bytes beside it), as trusted as the
+        # pickle.loads of the same file before; weights_only=True would refuse any class
+        # torch does not know, and safetensors holds tensors only.
         return torch.load(path, weights_only=False)
     except Exception as err:  # noqa: BLE001 - whatever unpickling raises, the advice is the same
         raise LaunchError(f"rank {rank}'s result cannot be read back here ({type(err).__name__}: "

@@ -24,8 +24,7 @@ from typing import Any, NoReturn
 import torch.distributed as dist
 
 __all__ = ["WATCH_INTERVAL", "alive", "die_with_parent", "end_own_group", "end_with_parent",
-           "group_members",
-           "leave", "sigterm_when_parent_dies", "wait_for_peers",
+           "group_members", "leave", "sigterm_when_parent_dies", "wait_for_peers",
            "watch_torchrun_agent"]
 
 #: Seconds between two looks at the parent by a rank's watching thread.
